@@ -1,0 +1,1 @@
+"""The REST transport: a thin FastAPI adapter over `TaskService`."""

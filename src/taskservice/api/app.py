@@ -1,0 +1,47 @@
+"""The app factory: routes, error handling, and a lifespan that runs the runtime."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from taskservice import __version__
+from taskservice.agents import AgentCatalog
+from taskservice.api import errors
+from taskservice.api.limits import BodyLimit
+from taskservice.api.routes import health, tasks
+from taskservice.runtime import Runtime
+from taskservice.settings import Settings, get_settings
+
+DESCRIPTION = """\
+Run LLM sub-agents as durable tasks. Submit a task, then poll it, read its event log,
+or cancel it. Every error is an `application/problem+json` document.
+
+Authenticate with `Authorization: Bearer <API key>` (see `taskservice keys create`).
+"""
+
+
+def create_app(settings: Settings | None = None, *, catalog: AgentCatalog | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with Runtime.open(
+            settings, api=True, workers=settings.workers_enabled, catalog=catalog
+        ) as runtime:
+            app.state.runtime = runtime
+            yield
+
+    app = FastAPI(
+        title="taskservice",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(tasks.router)
+    app.include_router(health.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,39 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from taskservice.api.deps import RuntimeDep
+from taskservice.api.errors import problem, problem_responses
+from taskservice.api.schemas import Health
+from taskservice.db import TRANSIENT_ERRORS, migrate
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", operation_id="healthz", response_model=Health, summary="Alive")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@router.get(
+    "/readyz",
+    operation_id="readyz",
+    response_model=Health,
+    responses=problem_responses(503),
+    summary="Database reachable and schema at head",
+)
+async def readyz(runtime: RuntimeDep) -> Health | JSONResponse:
+    try:
+        async with runtime.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        revision = await migrate.current_revision(runtime.engine)
+    except TRANSIENT_ERRORS as exc:
+        return problem(503, "Not ready", f"database unreachable: {type(exc).__name__}")
+    head = migrate.head_revision()
+    if revision != head:
+        return problem(503, "Not ready", f"schema at {revision}, expected {head}")
+    return Health(status="ready", schema_revision=revision)

@@ -1,0 +1,153 @@
+"""`/v1/tasks`: submit, get, list, cancel, and the event log."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, Query, Response, status
+
+from taskservice.api.deps import Service, Tenant
+from taskservice.api.errors import problem_responses
+from taskservice.api.schemas import (
+    CancelRequest,
+    EventOut,
+    EventPage,
+    TaskCreate,
+    TaskList,
+    TaskOut,
+)
+from taskservice.models import TaskFilter
+from taskservice.states import TaskState
+
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+
+TaskId = Annotated[str, "a task id (UUID)"]
+
+
+@router.post(
+    "",
+    operation_id="createTask",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TaskOut,
+    responses={
+        200: {"model": TaskOut, "description": "Idempotent replay: the task created before"},
+        **problem_responses(400, 401, 409, 413, 422),
+    },
+    summary="Submit a task",
+)
+async def create_task(
+    body: TaskCreate,
+    service: Service,
+    tenant: Tenant,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            min_length=1,
+            max_length=255,
+            description="Makes retries safe: the same key and body return the same task.",
+        ),
+    ] = None,
+) -> TaskOut:
+    task, created = await service.submit(
+        tenant=tenant,
+        input=body.input,
+        system_prompt=body.system_prompt,
+        agent=body.agent,
+        model=body.model,
+        metadata=body.metadata,
+        parent_id=body.parent_id,
+        context_id=body.context_id,
+        max_attempts=body.max_attempts,
+        idempotency_key=idempotency_key,
+    )
+    response.headers["Location"] = f"/v1/tasks/{task.id}"
+    if not created:
+        response.status_code = status.HTTP_200_OK
+        response.headers["Idempotent-Replayed"] = "true"
+    return TaskOut.of(task)
+
+
+@router.get(
+    "",
+    operation_id="listTasks",
+    response_model=TaskList,
+    responses=problem_responses(401, 422),
+    summary="List tasks, newest first",
+)
+async def list_tasks(
+    service: Service,
+    tenant: Tenant,
+    state: Annotated[list[TaskState], Query(description="Repeat to match any of several.")] = [],  # noqa: B006
+    parent_id: uuid.UUID | None = None,
+    context_id: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    cursor: str | None = None,
+    limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
+) -> TaskList:
+    page = await service.list_tasks(
+        tenant=tenant,
+        filter=TaskFilter(
+            states=frozenset(state),
+            parent_id=parent_id,
+            context_id=context_id,
+            created_after=created_after,
+            created_before=created_before,
+        ),
+        cursor=cursor,
+        limit=limit,
+    )
+    return TaskList(tasks=[TaskOut.of(t) for t in page.tasks], next_cursor=page.next_cursor)
+
+
+@router.get(
+    "/{task_id}",
+    operation_id="getTask",
+    response_model=TaskOut,
+    responses=problem_responses(401, 404),
+    summary="Get a task",
+)
+async def get_task(task_id: TaskId, service: Service, tenant: Tenant) -> TaskOut:
+    return TaskOut.of(await service.get(tenant=tenant, task_id=task_id))
+
+
+@router.post(
+    "/{task_id}/cancel",
+    operation_id="cancelTask",
+    response_model=TaskOut,
+    responses=problem_responses(400, 401, 404, 409, 422),
+    summary="Cancel a task",
+)
+async def cancel_task(
+    task_id: TaskId,
+    service: Service,
+    tenant: Tenant,
+    body: Annotated[CancelRequest | None, Body()] = None,
+) -> TaskOut:
+    reason = body.reason if body else None
+    return TaskOut.of(await service.cancel(tenant=tenant, task_id=task_id, reason=reason))
+
+
+@router.get(
+    "/{task_id}/events",
+    operation_id="listTaskEvents",
+    response_model=EventPage,
+    responses=problem_responses(401, 404, 422),
+    summary="Read a task's event log",
+)
+async def list_task_events(
+    task_id: TaskId,
+    service: Service,
+    tenant: Tenant,
+    after: Annotated[int, Query(ge=0, description="Return events with seq > after.")] = 0,
+    limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
+) -> EventPage:
+    events = await service.events(tenant=tenant, task_id=task_id, after=after, limit=limit)
+    size = min(limit or service.settings.default_page_size, service.settings.max_page_size)
+    return EventPage(
+        events=[EventOut.of(e) for e in events],
+        next_after=events[-1].seq if len(events) == size else None,
+    )

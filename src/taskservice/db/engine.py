@@ -1,0 +1,39 @@
+"""Database URLs and the async engine."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+
+def async_url(url: str) -> str:
+    """Any PostgreSQL URL (`postgres://`, `postgresql://`, `+psycopg`) → asyncpg."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() not in ("postgresql", "postgres"):
+        raise ValueError(f"taskservice needs PostgreSQL, not {parsed.get_backend_name()!r}")
+    return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+
+
+def asyncpg_dsn(url: str) -> tuple[str, dict[str, Any]]:
+    """A DSN and keyword arguments for a bare `asyncpg.connect` (used by LISTEN)."""
+    parsed = make_url(async_url(url))
+    kwargs: dict[str, Any] = {}
+    host = parsed.query.get("host")
+    if host:
+        kwargs["host"] = host
+        parsed = parsed.difference_update_query(["host"])
+    dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+    return dsn, kwargs
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def create_engine(url: str, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngine:
+    if "poolclass" not in kwargs:
+        kwargs |= {"pool_size": pool_size, "max_overflow": pool_size, "pool_pre_ping": True}
+    return create_async_engine(async_url(url), json_serializer=_dumps, **kwargs)

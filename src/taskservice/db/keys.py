@@ -1,0 +1,89 @@
+"""API keys: stored as SHA-256 hashes, never as keys.
+
+Keys are 32 random bytes, so a fast hash is enough (there is nothing to brute-force);
+what matters is that a leaked table does not leak usable keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+
+from sqlalchemy import exists, func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.tables import api_keys
+from taskservice.ids import uuid7
+from taskservice.models import ApiKey
+
+KEY_PREFIX = "tsk_"
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _from_row(row: object) -> ApiKey:
+    m = row._mapping  # type: ignore[attr-defined]
+    return ApiKey(
+        id=m["id"],
+        tenant=m["tenant"],
+        name=m["name"],
+        prefix=m["prefix"],
+        created_at=m["created_at"],
+        revoked_at=m["revoked_at"],
+    )
+
+
+class ApiKeyStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def create(self, *, tenant: str, name: str | None = None) -> tuple[str, ApiKey]:
+        """Create a key; the key itself is returned once and never stored."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        stmt = (
+            api_keys.insert()
+            .values(
+                id=uuid7(),
+                tenant=tenant,
+                name=name,
+                prefix=key[: len(KEY_PREFIX) + 6],
+                key_hash=hash_key(key),
+            )
+            .returning(*api_keys.c)
+        )
+        async with self.engine.begin() as conn:
+            row = (await conn.execute(stmt)).one()
+        return key, _from_row(row)
+
+    async def tenant_for(self, key: str) -> str | None:
+        stmt = select(api_keys.c.tenant).where(
+            api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
+        )
+        async with self.engine.connect() as conn:
+            return (await conn.execute(stmt)).scalar_one_or_none()
+
+    async def any_active(self) -> bool:
+        stmt = select(exists().where(api_keys.c.revoked_at.is_(None)))
+        async with self.engine.connect() as conn:
+            return bool((await conn.execute(stmt)).scalar_one())
+
+    async def list_keys(self, *, tenant: str | None = None) -> list[ApiKey]:
+        stmt = select(api_keys).order_by(api_keys.c.created_at)
+        if tenant is not None:
+            stmt = stmt.where(api_keys.c.tenant == tenant)
+        async with self.engine.connect() as conn:
+            return [_from_row(row) for row in (await conn.execute(stmt)).all()]
+
+    async def revoke(self, key_id: uuid.UUID) -> ApiKey | None:
+        stmt = (
+            update(api_keys)
+            .where(api_keys.c.id == key_id)
+            .values(revoked_at=func.coalesce(api_keys.c.revoked_at, func.now()))
+            .returning(*api_keys.c)
+        )
+        async with self.engine.begin() as conn:
+            row = (await conn.execute(stmt)).first()
+        return _from_row(row) if row is not None else None

@@ -1,0 +1,239 @@
+"""SQLAlchemy Core tables: the whole data model of DESIGN.md.
+
+Alembic migrations create these; `tests/integration/test_migrations.py` proves the
+migrated schema and this metadata are identical.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
+
+from taskservice.states import TaskState
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+TZ = TIMESTAMP(timezone=True)
+_STATES = ", ".join(f"'{s.value}'" for s in TaskState)
+
+
+def _created() -> Column[object]:
+    return Column("created_at", TZ, nullable=False, server_default=func.now())
+
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("tenant", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("input", JSONB, nullable=False),
+    Column("result", JSONB),
+    Column("error", JSONB),
+    Column("agent", JSONB, nullable=False),  # {profile, system_prompt, model}
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("parent_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="SET NULL")),
+    Column("context_id", Text),
+    Column("idempotency_key", Text),
+    Column("request_hash", Text),  # what the idempotency key was first used with
+    Column("attempt", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=False),
+    Column("lease_owner", Text),
+    Column("lease_expires_at", TZ),
+    Column("cancel_reason", Text),
+    Column("input_request", JSONB),
+    Column("usage", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    # Last event sequence number; bumped by the same UPDATE that writes an event, so
+    # sequences per task have no gaps and need no extra lock.
+    Column("event_seq", Integer, nullable=False, server_default=text("0")),
+    _created(),
+    Column("updated_at", TZ, nullable=False, server_default=func.now()),
+    Column("started_at", TZ),
+    Column("finished_at", TZ),
+    CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
+    CheckConstraint("max_attempts >= 1", name="max_attempts_positive"),
+    Index(
+        "uq_tasks_tenant_idempotency_key",
+        "tenant",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+    # The claim query: pending tasks, and running tasks without an owner (input given).
+    Index(
+        "ix_tasks_claimable",
+        "id",
+        postgresql_where=text("state = 'pending' OR (state = 'running' AND lease_owner IS NULL)"),
+    ),
+    # The reaper: running tasks ordered by lease expiry.
+    Index(
+        "ix_tasks_lease_expiry",
+        "lease_expires_at",
+        postgresql_where=text("state = 'running' AND lease_owner IS NOT NULL"),
+    ),
+    # Listing, newest first, per tenant and optionally per state / context / parent.
+    Index("ix_tasks_tenant_id", "tenant", text("id DESC")),
+    Index("ix_tasks_tenant_state_id", "tenant", "state", text("id DESC")),
+    Index(
+        "ix_tasks_tenant_context_id",
+        "tenant",
+        "context_id",
+        text("id DESC"),
+        postgresql_where=text("context_id IS NOT NULL"),
+    ),
+    Index("ix_tasks_parent_id", "parent_id", postgresql_where=text("parent_id IS NOT NULL")),
+)
+
+task_events = Table(
+    "task_events",
+    metadata,
+    # Global, monotonically increasing: the firehose cursor.
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column(
+        "task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("tenant", Text, nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    _created(),
+    UniqueConstraint("task_id", "seq"),
+    Index("ix_task_events_tenant_id", "tenant", "id"),
+)
+
+task_messages = Table(
+    "task_messages",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column(
+        "task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("position", Integer, nullable=False),
+    Column("kind", Text, nullable=False),  # request | response
+    Column("message", JSONB, nullable=False),  # one complete pydantic-ai ModelMessage
+    Column("attempt", Integer, nullable=False),
+    _created(),
+    UniqueConstraint("task_id", "position"),
+)
+
+task_calls = Table(
+    "task_calls",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column(
+        "task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("tool_call_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("arguments", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("status", Text, nullable=False),
+    Column("result", JSONB),
+    Column("error", Text),
+    Column("attempt", Integer, nullable=False),
+    _created(),
+    Column("started_at", TZ),
+    Column("finished_at", TZ),
+    CheckConstraint(
+        "status IN ('pending', 'in_progress', 'completed', 'failed')", name="status_valid"
+    ),
+    UniqueConstraint("task_id", "tool_call_id"),
+)
+
+webhook_subscriptions = Table(
+    "webhook_subscriptions",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("tenant", Text, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("secret", Text, nullable=False),
+    Column("previous_secret", Text),  # still signs until previous_secret_expires_at
+    Column("previous_secret_expires_at", TZ),
+    Column("states", ARRAY(Text), nullable=False),
+    Column("task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE")),
+    Column("filters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("consecutive_failures", Integer, nullable=False, server_default=text("0")),
+    Column("failing_since", TZ),
+    Column("disabled_reason", Text),
+    _created(),
+    Column("updated_at", TZ, nullable=False, server_default=func.now()),
+    Index(
+        "ix_webhook_subscriptions_task_id", "task_id", postgresql_where=text("task_id IS NOT NULL")
+    ),
+    Index(
+        "ix_webhook_subscriptions_tenant_global",
+        "tenant",
+        postgresql_where=text("task_id IS NULL AND enabled"),
+    ),
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column(
+        "subscription_id",
+        UUID(as_uuid=True),
+        ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column(
+        "task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("tenant", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default=text("'pending'")),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("next_attempt_at", TZ, nullable=False, server_default=func.now()),
+    Column("last_status_code", Integer),
+    Column("last_error", Text),
+    _created(),
+    Column("updated_at", TZ, nullable=False, server_default=func.now()),
+    Column("delivered_at", TZ),
+    CheckConstraint(
+        "status IN ('pending', 'succeeded', 'failed', 'cancelled')", name="status_valid"
+    ),
+    # The "notified" latch: however many paths race to a state, one delivery.
+    UniqueConstraint("subscription_id", "task_id", "state"),
+    Index(
+        "ix_webhook_deliveries_due",
+        "next_attempt_at",
+        postgresql_where=text("status = 'pending'"),
+    ),
+    Index("ix_webhook_deliveries_task_id", "task_id"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("tenant", Text, nullable=False),
+    Column("name", Text),
+    Column("prefix", Text, nullable=False),  # shown in listings; never the whole key
+    Column("key_hash", Text, nullable=False, unique=True),
+    _created(),
+    Column("revoked_at", TZ),
+)

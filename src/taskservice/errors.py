@@ -1,0 +1,47 @@
+"""Domain errors raised by the service layer; each transport maps them to its own form
+(REST: application/problem+json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    status = 400
+    title = "Bad request"
+    type = "about:blank"
+
+    def __init__(self, detail: str, **extensions: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extensions = extensions
+
+
+class NotFound(ServiceError):
+    status = 404
+    title = "Not found"
+    type = "https://taskservice.dev/problems/not-found"
+
+
+class Conflict(ServiceError):
+    status = 409
+    title = "Conflict"
+    type = "https://taskservice.dev/problems/conflict"
+
+
+class InvalidRequest(ServiceError):
+    status = 422
+    title = "Invalid request"
+    type = "https://taskservice.dev/problems/invalid-request"
+
+
+class PayloadTooLarge(ServiceError):
+    status = 413
+    title = "Payload too large"
+    type = "https://taskservice.dev/problems/payload-too-large"
+
+
+class Unauthorized(ServiceError):
+    status = 401
+    title = "Unauthorized"
+    type = "https://taskservice.dev/problems/unauthorized"

@@ -1,0 +1,152 @@
+"""The per-process event hub, fed by LISTEN on one dedicated connection.
+
+Every committed `task_events` row NOTIFYs `taskservice_events` (a trigger does it).
+The hub parses those hints and hands them to in-process subscribers: the worker pool
+(wake up, stop a cancelled run) and, later, SSE streams. A notification is only a
+hint: readers catch up from the tables, so a lost one costs latency, not correctness.
+After the connection drops, the hub reconnects, LISTENs again and tells subscribers
+to catch up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from taskservice.db.engine import asyncpg_dsn
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "taskservice_events"
+RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)  # seconds, the last one repeats
+HEALTH_CHECK_INTERVAL = 10.0  # seconds; finds connections that died silently
+
+
+@dataclass(frozen=True, slots=True)
+class EventNotice:
+    event_id: int
+    task_id: uuid.UUID
+    seq: int
+    type: str
+    source: str | None
+    target: str | None
+    tenant: str
+
+    @classmethod
+    def parse(cls, payload: str) -> EventNotice:
+        event_id, task_id, seq, type_, source, target, tenant = payload.split(",", 6)
+        return cls(
+            event_id=int(event_id),
+            task_id=uuid.UUID(task_id),
+            seq=int(seq),
+            type=type_,
+            source=source or None,
+            target=target or None,
+            tenant=tenant,
+        )
+
+
+Subscriber = Callable[[EventNotice], None]
+ReconnectHook = Callable[[], None]
+
+
+class EventHub:
+    def __init__(self, database_url: str) -> None:
+        self._dsn, self._connect_kwargs = asyncpg_dsn(database_url)
+        self._subscribers: list[Subscriber] = []
+        self._reconnect_hooks: list[ReconnectHook] = []
+        self._runner: asyncio.Task[None] | None = None
+        self._connection: Any = None
+        self._lost = asyncio.Event()
+        self.listening = asyncio.Event()
+        self.reconnects = 0
+        self._connected_before = False
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
+
+    def on_reconnect(self, hook: ReconnectHook) -> None:
+        self._reconnect_hooks.append(hook)
+
+    async def start(self) -> None:
+        self._runner = asyncio.create_task(self._run(), name="event-hub")
+        # Start serving only once LISTEN is in place, so no early hint is missed.
+        await asyncio.wait_for(self.listening.wait(), timeout=30)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+        await self._close()
+
+    @property
+    def backend_pid(self) -> int | None:
+        conn = self._connection
+        return conn.get_server_pid() if conn is not None and not conn.is_closed() else None
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._listen_once()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
+                failures += 1
+                log.warning("event listener lost its connection (%s); retry in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+            finally:
+                self.listening.clear()
+                await self._close()
+
+    async def _listen_once(self) -> None:
+        self._lost.clear()
+        conn = await asyncpg.connect(self._dsn, **self._connect_kwargs)
+        self._connection = conn
+        conn.add_termination_listener(lambda _c: self._lost.set())
+        await conn.add_listener(CHANNEL, self._on_notify)
+        if self._connected_before:
+            self.reconnects += 1
+            log.info("event listener reconnected; subscribers catch up from the tables")
+            for hook in list(self._reconnect_hooks):
+                hook()
+        self._connected_before = True
+        self.listening.set()
+        while not self._lost.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._lost.wait(), timeout=HEALTH_CHECK_INTERVAL)
+            if not self._lost.is_set():
+                await conn.fetchval("SELECT 1", timeout=5)
+        raise ConnectionResetError("LISTEN connection closed")
+
+    async def _close(self) -> None:
+        conn, self._connection = self._connection, None
+        if conn is not None and not conn.is_closed():
+            with contextlib.suppress(Exception):
+                await conn.close(timeout=2)
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            notice = EventNotice.parse(payload)
+        except ValueError:
+            log.error("unparseable notification payload %r", payload)
+            return
+        self.publish(notice)
+
+    def publish(self, notice: EventNotice) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(notice)
+            except Exception:
+                log.exception("event subscriber failed on %s", notice)

@@ -1,0 +1,41 @@
+"""Time-ordered UUIDv7 ids (RFC 9562), monotonic within a process."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+_lock = threading.Lock()
+_last_ms = 0
+_counter = 0  # 12-bit rand_a used as a counter within one millisecond
+
+
+def uuid7() -> uuid.UUID:
+    global _last_ms, _counter
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        if ms > _last_ms:
+            _last_ms = ms
+            _counter = int.from_bytes(os.urandom(2), "big") & 0x3FF  # leave room to count up
+        else:
+            _counter += 1
+            if _counter > 0xFFF:  # counter exhausted: borrow the next millisecond
+                _last_ms += 1
+                _counter = 0
+            ms = _last_ms
+        rand_b = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+        value = (ms & ((1 << 48) - 1)) << 80
+        value |= 0x7 << 76
+        value |= _counter << 64
+        value |= 0b10 << 62
+        value |= rand_b
+    return uuid.UUID(int=value)
+
+
+def parse_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except (ValueError, AttributeError, TypeError):
+        return None

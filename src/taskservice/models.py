@@ -1,0 +1,118 @@
+"""Domain objects. Pure: nothing here does I/O or imports the project's I/O layers."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from taskservice.states import TaskState
+
+JSON = Any
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """Which agent runs a task: a profile, its model, and the system prompt in force."""
+
+    profile: str
+    model: str
+    system_prompt: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"profile": self.profile, "model": self.model, "system_prompt": self.system_prompt}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AgentSpec:
+        return cls(
+            profile=data["profile"], model=data["model"], system_prompt=data["system_prompt"]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """What fences a worker's writes: it owns the task for this attempt only."""
+
+    owner: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    tenant: str
+    input: JSON
+    agent: AgentSpec
+    metadata: dict[str, Any]
+    max_attempts: int
+    parent_id: uuid.UUID | None = None
+    context_id: str | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: uuid.UUID
+    tenant: str
+    state: TaskState
+    input: JSON
+    result: JSON
+    error: dict[str, Any] | None
+    agent: AgentSpec
+    metadata: dict[str, Any]
+    parent_id: uuid.UUID | None
+    context_id: str | None
+    idempotency_key: str | None
+    request_hash: str | None
+    attempt: int
+    max_attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    cancel_reason: str | None
+    input_request: JSON
+    usage: dict[str, Any]
+    event_seq: int
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def lease(self) -> Lease | None:
+        return Lease(self.lease_owner, self.attempt) if self.lease_owner else None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEvent:
+    id: int
+    task_id: uuid.UUID
+    seq: int
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    tasks: list[Task]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFilter:
+    states: frozenset[TaskState] = frozenset()
+    parent_id: uuid.UUID | None = None
+    context_id: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    id: uuid.UUID
+    tenant: str
+    name: str | None
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None

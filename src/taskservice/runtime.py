@@ -1,0 +1,102 @@
+"""Builds the concrete objects from settings, starts them, stops them in reverse.
+
+The app factory and the CLI are the only callers: this is the composition root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.agents import AgentCatalog
+from taskservice.auth import Authenticator
+from taskservice.db import migrate
+from taskservice.db.embedded import start_embedded
+from taskservice.db.engine import create_engine
+from taskservice.db.keys import ApiKeyStore
+from taskservice.db.store import TaskStore
+from taskservice.events import EventHub
+from taskservice.service import TaskService
+from taskservice.settings import Settings
+from taskservice.worker.executor import Executor
+from taskservice.worker.pool import WorkerPool
+
+log = logging.getLogger(__name__)
+
+
+async def resolve_database_url(settings: Settings) -> str:
+    """The configured server, else the embedded one in the data folder."""
+    if settings.database_url:
+        return settings.database_url
+    return await asyncio.to_thread(start_embedded, settings.data_dir)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    database_url: str
+    engine: AsyncEngine
+    store: TaskStore
+    keys: ApiKeyStore
+    auth: Authenticator
+    catalog: AgentCatalog
+    service: TaskService
+    hub: EventHub | None
+    pool: WorkerPool | None
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        api: bool = True,
+        workers: bool = True,
+        catalog: AgentCatalog | None = None,
+        migrate_schema: bool = True,
+    ) -> AsyncIterator[Runtime]:
+        url = await resolve_database_url(settings)
+        if migrate_schema:
+            await migrate.upgrade(url)
+        async with AsyncExitStack() as stack:
+            engine = create_engine(url, pool_size=settings.db_pool_size)
+            stack.push_async_callback(engine.dispose)
+            store = TaskStore(engine)
+            keys = ApiKeyStore(engine)
+            catalog = catalog or AgentCatalog(settings)
+            auth = Authenticator(keys, settings)
+            if api and await auth.check_startup():
+                log.warning(
+                    "OPEN development mode: no API key exists, so requests without a key "
+                    "act as tenant 'default' (listening on %s only)",
+                    settings.host,
+                )
+            hub: EventHub | None = None
+            pool: WorkerPool | None = None
+            if workers:
+                hub = EventHub(url)
+                await hub.start()
+                stack.push_async_callback(hub.stop)
+                catalog.announce()
+                pool = WorkerPool(
+                    store=store, executor=Executor(catalog), hub=hub, settings=settings
+                )
+                await pool.start()
+                stack.push_async_callback(pool.stop)
+            yield cls(
+                settings=settings,
+                database_url=url,
+                engine=engine,
+                store=store,
+                keys=keys,
+                auth=auth,
+                catalog=catalog,
+                service=TaskService(store=store, catalog=catalog, settings=settings),
+                hub=hub,
+                pool=pool,
+            )

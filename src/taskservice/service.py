@@ -1,0 +1,192 @@
+"""The use cases: submit, get, list, cancel, read events.
+
+Transport-independent: the REST routes (and later the A2A binding) are thin adapters
+over `TaskService`. Every rule about what a request may do lives here; every SQL
+statement lives in `db`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from taskservice.agents import AgentCatalog
+from taskservice.db.store import TaskStore
+from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
+from taskservice.ids import parse_uuid
+from taskservice.models import NewTask, Task, TaskEvent, TaskFilter, TaskPage
+from taskservice.settings import Settings
+from taskservice.states import TaskState
+
+_CURSOR_VERSION = "v1"
+# A cancel re-reads and retries when the task moved under it; the state machine has
+# few enough states that a handful of rounds always settles.
+_CANCEL_ROUNDS = 8
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _contains_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_contains_nul(v) for v in value)
+    return False
+
+
+def encode_cursor(task_id: uuid.UUID) -> str:
+    raw = f"{_CURSOR_VERSION}:{task_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> uuid.UUID:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        version, _, text = raw.partition(":")
+    except (ValueError, UnicodeDecodeError):
+        version, text = "", ""
+    task_id = parse_uuid(text) if version == _CURSOR_VERSION else None
+    if task_id is None:
+        raise InvalidRequest("cursor is not one this service issued", field="cursor")
+    return task_id
+
+
+class TaskService:
+    def __init__(self, *, store: TaskStore, catalog: AgentCatalog, settings: Settings) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.settings = settings
+
+    async def submit(
+        self,
+        *,
+        tenant: str,
+        input: Any,
+        system_prompt: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        parent_id: uuid.UUID | None = None,
+        context_id: str | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> tuple[Task, bool]:
+        """Create a pending task. Returns (task, created); created is False when the
+        idempotency key was used before with the same request."""
+        metadata = metadata or {}
+        request = {
+            "input": input,
+            "system_prompt": system_prompt,
+            "agent": agent,
+            "model": model,
+            "metadata": metadata,
+            "parent_id": str(parent_id) if parent_id else None,
+            "context_id": context_id,
+            "max_attempts": max_attempts,
+        }
+        if _contains_nul(request) or _contains_nul(idempotency_key):
+            raise InvalidRequest("text must not contain NUL (\\u0000) characters")
+        self._check_size("input", input, self.settings.max_input_bytes)
+        self._check_size("metadata", metadata, self.settings.max_metadata_bytes)
+        spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)
+        if parent_id is not None and await self.store.get(parent_id, tenant=tenant) is None:
+            raise InvalidRequest(f"parent task {parent_id} does not exist", field="parent_id")
+
+        request_hash = (
+            hashlib.sha256(_canonical(request).encode()).hexdigest() if idempotency_key else None
+        )
+        task, created = await self.store.create(
+            NewTask(
+                tenant=tenant,
+                input=input,
+                agent=spec,
+                metadata=metadata,
+                max_attempts=max_attempts or self.settings.default_max_attempts,
+                parent_id=parent_id,
+                context_id=context_id,
+                idempotency_key=idempotency_key,
+                request_hash=request_hash,
+            )
+        )
+        if not created and task.request_hash != request_hash:
+            raise Conflict(
+                "this Idempotency-Key was already used with a different request",
+                task_id=str(task.id),
+            )
+        return task, created
+
+    def _check_size(self, name: str, value: Any, limit: int) -> None:
+        size = len(_canonical(value).encode())
+        if size > limit:
+            raise PayloadTooLarge(
+                f"{name} is {size} bytes encoded as JSON; the limit is {limit}",
+                field=name,
+                limit=limit,
+            )
+
+    async def get(self, *, tenant: str, task_id: str | uuid.UUID) -> Task:
+        parsed = task_id if isinstance(task_id, uuid.UUID) else parse_uuid(task_id)
+        task = await self.store.get(parsed, tenant=tenant) if parsed else None
+        if task is None:
+            raise NotFound(f"task {task_id} not found")
+        return task
+
+    async def list_tasks(
+        self,
+        *,
+        tenant: str,
+        filter: TaskFilter,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> TaskPage:
+        size = min(limit or self.settings.default_page_size, self.settings.max_page_size)
+        before = decode_cursor(cursor) if cursor else None
+        rows = await self.store.list_tasks(
+            tenant=tenant, filter=filter, before_id=before, limit=size + 1
+        )
+        more = len(rows) > size
+        page = rows[:size]
+        return TaskPage(tasks=page, next_cursor=encode_cursor(page[-1].id) if more else None)
+
+    async def cancel(self, *, tenant: str, task_id: str, reason: str | None = None) -> Task:
+        """Cancel a pending, running or input_required task.
+
+        Cancelling a cancelled task is a no-op; any other terminal state is a 409.
+        The state is written at once; a worker running the task learns of it and stops.
+        """
+        if reason is not None and "\x00" in reason:
+            raise InvalidRequest("reason must not contain NUL (\\u0000) characters")
+        for _ in range(_CANCEL_ROUNDS):
+            task = await self.get(tenant=tenant, task_id=task_id)
+            if task.state is TaskState.CANCELLED:
+                return task
+            if task.state.is_terminal:
+                raise Conflict(
+                    f"task is already {task.state.value} and cannot be cancelled",
+                    state=task.state.value,
+                )
+            cancelled = await self.store.transition(
+                task.id,
+                source=task.state,
+                target=TaskState.CANCELLED,
+                tenant=tenant,
+                values={"cancel_reason": reason},
+                event={"reason": reason} if reason else None,
+            )
+            if cancelled is not None:
+                return cancelled
+        raise Conflict("the task kept changing state; retry the cancel")
+
+    async def events(
+        self, *, tenant: str, task_id: str, after: int = 0, limit: int | None = None
+    ) -> list[TaskEvent]:
+        task = await self.get(tenant=tenant, task_id=task_id)
+        size = min(limit or self.settings.default_page_size, self.settings.max_page_size)
+        return await self.store.events(task.id, after=after, limit=size)

@@ -1,0 +1,83 @@
+"""Typed settings, read from `TASKSERVICE_*` environment variables.
+
+Built by `get_settings()` (never at import time) so tests and the CLI can make their
+own.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+OFFLINE_MODEL = "offline"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TASKSERVICE_", extra="ignore")
+
+    # Storage. Without a URL an embedded PostgreSQL runs in `data_dir`.
+    database_url: str | None = None
+    data_dir: Path = Path(".taskservice")
+    db_pool_size: int = 10
+
+    # HTTP.
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # `auto`: open as tenant "default" while no API key exists, on loopback only.
+    # `required`: every request needs a key, even with none created yet.
+    auth_mode: Literal["auto", "required"] = "auto"
+    auth_cache_seconds: float = 5.0  # how long a key lookup is trusted (revocation delay)
+
+    # Input limits.
+    max_body_bytes: int = 1_048_576
+    max_input_bytes: int = 262_144
+    max_metadata_bytes: int = 16_384
+    max_page_size: int = 200
+    default_page_size: int = 50
+
+    # Agents. Model names are pydantic-ai model strings; "offline" needs no key.
+    default_model: str = OFFLINE_MODEL
+    allowed_models: Annotated[list[str], NoDecode] = Field(default_factory=lambda: [OFFLINE_MODEL])
+    default_system_prompt: str = "You are a helpful sub-agent. Answer the task concisely."
+    default_max_attempts: int = 3
+
+    # Workers.
+    workers_enabled: bool = True
+    worker_concurrency: int = 8
+    lease_seconds: float = 30.0
+    poll_interval: float = 2.0  # seconds; fallback when no NOTIFY arrives
+
+    @field_validator("allowed_models", mode="before")
+    @classmethod
+    def _split_csv(cls, value: object) -> object:
+        # Comma-separated lists are friendlier than JSON in an environment variable.
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _default_model_is_allowed(self) -> Settings:
+        if self.default_model not in self.allowed_models:
+            self.allowed_models = [self.default_model, *self.allowed_models]
+        return self
+
+    @property
+    def binds_loopback(self) -> bool:
+        return is_loopback_host(self.host)
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def get_settings(**overrides: object) -> Settings:
+    return Settings(**overrides)  # type: ignore[arg-type]
