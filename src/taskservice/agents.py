@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
@@ -54,7 +55,7 @@ def offline_model() -> Model:
 class AgentCatalog:
     """Resolves what a request asks for into an `AgentSpec`, and specs into agents."""
 
-    def __init__(self, settings: Settings, *, models: dict[str, Model] | None = None) -> None:
+    def __init__(self, settings: Settings, *, models: Mapping[str, Model] | None = None) -> None:
         self.settings = settings
         # Extra named models (tests register FunctionModels here).
         self._models = dict(models or {})

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents import AgentCatalog
@@ -57,7 +58,7 @@ class Runtime:
         *,
         api: bool = True,
         workers: bool = True,
-        catalog: AgentCatalog | None = None,
+        models: Mapping[str, Model] | None = None,
         migrate_schema: bool = True,
     ) -> AsyncIterator[Runtime]:
         url = await resolve_database_url(settings)
@@ -68,7 +69,7 @@ class Runtime:
             stack.push_async_callback(engine.dispose)
             store = TaskStore(engine)
             keys = ApiKeyStore(engine)
-            catalog = catalog or AgentCatalog(settings)
+            catalog = AgentCatalog(settings, models=models)
             auth = Authenticator(keys, settings)
             if api and await auth.check_startup():
                 log.warning(

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from pydantic_ai.models import Model
 
 from taskservice import __version__
-from taskservice.agents import AgentCatalog
 from taskservice.api import errors
-from taskservice.api.limits import BodyLimit
+from taskservice.api.limits import RequestGuard
 from taskservice.api.routes import health, tasks
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
@@ -23,13 +23,16 @@ Authenticate with `Authorization: Bearer <API key>` (see `taskservice keys creat
 """
 
 
-def create_app(settings: Settings | None = None, *, catalog: AgentCatalog | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, models: Mapping[str, Model] | None = None
+) -> FastAPI:
+    """`models` registers extra named models (tests script agents this way)."""
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with Runtime.open(
-            settings, api=True, workers=settings.workers_enabled, catalog=catalog
+            settings, api=True, workers=settings.workers_enabled, models=models
         ) as runtime:
             app.state.runtime = runtime
             yield
@@ -43,5 +46,5 @@ def create_app(settings: Settings | None = None, *, catalog: AgentCatalog | None
     errors.install(app)
     app.include_router(tasks.router)
     app.include_router(health.router)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestGuard, max_bytes=settings.max_body_bytes)
     return app

@@ -57,6 +57,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "No such task for this tenant",
         409: "Conflict with the task's current state",
         413: "Request, input or metadata too large",
+        415: "The body is not JSON",
         422: "Request failed validation",
         503: "Not ready",
     }

@@ -1,4 +1,4 @@
-"""Caps the size of request bodies before anything parses them."""
+"""Checks request bodies before anything parses them: size, then media type."""
 
 from __future__ import annotations
 
@@ -9,8 +9,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from taskservice.api.errors import PROBLEM_JSON
 
 
-class BodyLimit:
-    """Answers 413 for bodies over `max_bytes`, declared or streamed."""
+def _is_json(content_type: bytes) -> bool:
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (
+        media.startswith(b"application/") and media.endswith(b"+json")
+    )
+
+
+class RequestGuard:
+    """413 for bodies over `max_bytes` (declared or streamed); 415 for a body that
+    is not declared as JSON."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
         self.app = app
@@ -20,9 +28,10 @@ class BodyLimit:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(scope, send)
+            await self._reject(scope, send, 413)
             return
         # Read the body up front (the route would read it all anyway), then replay it.
         chunks: list[bytes] = []
@@ -34,12 +43,15 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await self._reject(scope, send)
+                await self._reject(scope, send, 413)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if body and not _is_json(headers.get(b"content-type", b"")):
+            await self._reject(scope, send, 415)
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -51,20 +63,26 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _reject(self, scope: Scope, send: Send) -> None:
+    async def _reject(self, scope: Scope, send: Send, status: int) -> None:
+        if status == 413:
+            kind, title = "payload-too-large", "Payload too large"
+            detail = f"request bodies are limited to {self.max_bytes} bytes"
+        else:
+            kind, title = "unsupported-media-type", "Unsupported media type"
+            detail = "send the body as JSON with `Content-Type: application/json`"
         payload = json.dumps(
             {
-                "type": "https://taskservice.dev/problems/payload-too-large",
-                "title": "Payload too large",
-                "status": 413,
-                "detail": f"request bodies are limited to {self.max_bytes} bytes",
+                "type": f"https://taskservice.dev/problems/{kind}",
+                "title": title,
+                "status": status,
+                "detail": detail,
                 "instance": scope.get("path"),
             }
         ).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": status,
                 "headers": [
                     (b"content-type", PROBLEM_JSON.encode()),
                     (b"content-length", str(len(payload)).encode()),

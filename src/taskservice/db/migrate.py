@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from importlib import resources
 from pathlib import Path
 
@@ -36,12 +37,19 @@ def head_revision() -> str | None:
     return script.get_current_head()
 
 
+# alembic keeps its migration context in module globals: one run per process at a
+# time. Across processes the advisory lock in env.py does the same job.
+_alembic_lock = threading.Lock()
+
+
 def _upgrade_sync(url: str, revision: str) -> None:
-    command.upgrade(alembic_config(url), revision)
+    with _alembic_lock:
+        command.upgrade(alembic_config(url), revision)
 
 
 def _downgrade_sync(url: str, revision: str) -> None:
-    command.downgrade(alembic_config(url), revision)
+    with _alembic_lock:
+        command.downgrade(alembic_config(url), revision)
 
 
 async def upgrade(url: str, revision: str = "head") -> None:

@@ -33,7 +33,7 @@ TaskId = Annotated[str, "a task id (UUID)"]
     response_model=TaskOut,
     responses={
         200: {"model": TaskOut, "description": "Idempotent replay: the task created before"},
-        **problem_responses(400, 401, 409, 413, 422),
+        **problem_responses(400, 401, 409, 413, 415, 422),
     },
     summary="Submit a task",
 )
@@ -118,7 +118,7 @@ async def get_task(task_id: TaskId, service: Service, tenant: Tenant) -> TaskOut
     "/{task_id}/cancel",
     operation_id="cancelTask",
     response_model=TaskOut,
-    responses=problem_responses(400, 401, 404, 409, 422),
+    responses=problem_responses(400, 401, 404, 409, 413, 415, 422),
     summary="Cancel a task",
 )
 async def cancel_task(

@@ -1,0 +1,154 @@
+"""Shared fixtures: a real PostgreSQL for every test that needs one.
+
+The server is `TASKSERVICE_TEST_DATABASE_URL` when set (CI: the local server), else
+an embedded one in `.test-pg/`. Each test session gets a database of its own,
+migrated with alembic; each test starts from empty tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from pydantic_ai.models import Model
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.api.app import create_app
+from taskservice.db import migrate
+from taskservice.db.engine import asyncpg_dsn, create_engine
+from taskservice.db.store import TaskStore
+from taskservice.db.tables import metadata
+from taskservice.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _server_url() -> str:
+    url = os.environ.get("TASKSERVICE_TEST_DATABASE_URL")
+    if url:
+        return url
+    from taskservice.db.embedded import start_embedded
+
+    return start_embedded(ROOT / ".test-pg")
+
+
+def with_database(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+async def admin_execute(server_url: str, sql: str) -> None:
+    dsn, kwargs = asyncpg_dsn(with_database(server_url, "postgres"))
+    conn = await asyncpg.connect(dsn, **kwargs)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def server_url() -> str:
+    return _server_url()
+
+
+@pytest.fixture(scope="session")
+async def database_url(server_url: str) -> AsyncIterator[str]:
+    name = f"taskservice_test_{os.getpid()}_{secrets.token_hex(3)}"
+    await admin_execute(server_url, f'CREATE DATABASE "{name}"')
+    url = with_database(server_url, name)
+    await migrate.upgrade(url)
+    yield url
+    await admin_execute(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url, pool_size=20)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def db(engine: AsyncEngine) -> AsyncEngine:
+    """The session's engine, on empty tables."""
+    names = ", ".join(table.name for table in metadata.sorted_tables)
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+    return engine
+
+
+@pytest.fixture
+def store(db: AsyncEngine) -> TaskStore:
+    return TaskStore(db)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(
+        database_url=database_url,
+        workers_enabled=False,
+        auth_cache_seconds=0,
+        poll_interval=0.2,
+        lease_seconds=30,
+    )
+
+
+ClientFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+@pytest.fixture
+def make_client(db: AsyncEngine, settings: Settings) -> ClientFactory:
+    """Start the real app (lifespan included) and talk to it over ASGI."""
+
+    @asynccontextmanager
+    async def factory(
+        models: dict[str, Model] | None = None, **overrides: Any
+    ) -> AsyncIterator[httpx.AsyncClient]:
+        app_settings = settings.model_copy(update=overrides)
+        if models:
+            app_settings.allowed_models = [*app_settings.allowed_models, *models]
+        app = create_app(app_settings, models=models)
+        async with (
+            LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager,
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=manager.app), base_url="http://testserver"
+            ) as client,
+        ):
+            client.app = app  # type: ignore[attr-defined]
+            yield client
+
+    return factory
+
+
+@pytest.fixture
+async def client(make_client: ClientFactory) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client() as client:
+        yield client
+
+
+async def wait_for(
+    predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.02
+) -> Any:
+    """Poll an async predicate until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+def random_uuid() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,57 @@
+"""Helpers for integration tests: make tasks, put them in a given state."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.store import TaskStore
+from taskservice.db.tables import task_events, tasks
+from taskservice.models import AgentSpec, NewTask, Task
+from taskservice.states import TaskState
+
+SPEC = AgentSpec(profile="default", model="offline", system_prompt="be brief")
+
+
+async def new_task(store: TaskStore, *, tenant: str = "default", **fields: Any) -> Task:
+    task, created = await store.create(
+        NewTask(
+            tenant=tenant,
+            input=fields.pop("input", "hello"),
+            agent=SPEC,
+            metadata=fields.pop("metadata", {}),
+            max_attempts=fields.pop("max_attempts", 3),
+            **fields,
+        )
+    )
+    assert created
+    return task
+
+
+async def force_state(engine: AsyncEngine, task_id: uuid.UUID, state: TaskState) -> None:
+    """Set a state directly (test setup only: bypasses the state machine)."""
+    owner = "test-worker" if state is TaskState.RUNNING else None
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(tasks)
+            .where(tasks.c.id == task_id)
+            .values(state=state.value, lease_owner=owner, attempt=1)
+        )
+
+
+async def event_types(engine: AsyncEngine, task_id: uuid.UUID) -> list[tuple[int, str, Any]]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(task_events.c.seq, task_events.c.type, task_events.c.data)
+            .where(task_events.c.task_id == task_id)
+            .order_by(task_events.c.seq)
+        )
+        return [(r.seq, r.type, r.data) for r in rows]
+
+
+async def count(engine: AsyncEngine, table: Any) -> int:
+    async with engine.connect() as conn:
+        return int((await conn.execute(select(func.count()).select_from(table))).scalar_one())
