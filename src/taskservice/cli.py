@@ -24,6 +24,8 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # alembic announces every plugin it loads at INFO; only its migration lines matter.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
