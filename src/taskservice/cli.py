@@ -39,27 +39,34 @@ def _settings(args: argparse.Namespace) -> Settings:
     return get_settings(**overrides)
 
 
+STARTUP_FAILED = 3  # exit status when the app could not start (as uvicorn's)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from taskservice.api.app import create_app
-    from taskservice.auth import StartupRefused
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # SIGTERM/SIGINT ask for a graceful stop, after which the process exits 0.
+            # (uvicorn would re-raise the signal afterwards and die by it.)
+            super().handle_exit(sig, frame)
+            self._captured_signals.clear()
 
     settings = _settings(args)
-    app = create_app(settings)
-    try:
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level=args.log_level.lower(),
-            access_log=args.access_log,
-            timeout_graceful_shutdown=int(settings.lease_seconds),
-        )
-    except StartupRefused as exc:
-        log.error("%s", exc)
-        return 2
-    return 0
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        log_level=args.log_level.lower(),
+        access_log=args.access_log,
+        timeout_graceful_shutdown=int(settings.lease_seconds),
+    )
+    server = Server(config)
+    server.run()
+    return 0 if server.started else STARTUP_FAILED
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

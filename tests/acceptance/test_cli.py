@@ -1,0 +1,111 @@
+"""`taskservice` as a user runs it: embedded PostgreSQL, restarts, keys, refusal."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from taskservice.db.embedded import embedded_pid_of
+from tests.acceptance.conftest import cli_env, free_port, run_cli, serve
+
+pytestmark = pytest.mark.slow
+
+
+def wait_state(url: str, headers: dict[str, str] | None = None, *states: str) -> dict:
+    deadline = time.monotonic() + 20
+    while True:
+        task = httpx.get(url, headers=headers).json()
+        if task["state"] in states:
+            return task  # type: ignore[no-any-return]
+        assert time.monotonic() < deadline, task
+        time.sleep(0.05)
+
+
+def test_embedded_postgres_serves_shares_and_survives_a_restart(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = cli_env(TASKSERVICE_DATA_DIR=str(data), TASKSERVICE_AUTH_CACHE_SECONDS="0.5")
+
+    with serve(env, tmp_path / "first.log") as server:
+        postmaster = embedded_pid_of(data)
+        assert postmaster is not None
+        assert "OPEN development mode" in server.output()
+        assert "OFFLINE model" in server.output()
+        created = httpx.post(f"{server.url}/v1/tasks", json={"input": "remember me"})
+        assert created.status_code == 201
+        task_url = server.url + created.headers["location"]
+        done = wait_state(task_url, None, "completed", "failed")
+        assert done["state"] == "completed"
+
+        # An admin command on the same folder joins the running server.
+        made = run_cli("keys", "create", "--tenant", "acme", env=env)
+        assert made.returncode == 0, made.stderr
+        key = made.stdout.strip()
+        assert key.startswith("tsk_")
+        assert embedded_pid_of(data) == postmaster  # same server, still running
+        # The new key is live on the running service, and anonymous access has ended.
+        time.sleep(0.6)  # the open-mode check is cached for auth_cache_seconds
+        assert httpx.get(f"{server.url}/v1/tasks").status_code == 401
+        assert (
+            httpx.get(
+                f"{server.url}/v1/tasks", headers={"Authorization": f"Bearer {key}"}
+            ).status_code
+            == 200
+        )
+
+    assert server.process.returncode == 0
+    # The last process using the embedded server stopped it.
+    deadline = time.monotonic() + 10
+    while embedded_pid_of(data) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert embedded_pid_of(data) is None
+
+    with serve(env, tmp_path / "second.log") as server:
+        # The task from before the restart is still there, still completed; it now
+        # belongs to tenant "default", which the acme key cannot see.
+        listed = run_cli("keys", "list", env=env)
+        assert "acme" in listed.stdout
+        anonymous = httpx.get(server.url + created.headers["location"])
+        assert anonymous.status_code == 401
+
+    assert done["result"]
+
+
+def test_data_written_before_a_restart_is_read_after_it(tmp_path: Path) -> None:
+    env = cli_env(TASKSERVICE_DATA_DIR=str(tmp_path / "data"))
+    with serve(env, tmp_path / "a.log") as server:
+        created = httpx.post(
+            f"{server.url}/v1/tasks", json={"input": "durable", "metadata": {"n": 7}}
+        )
+        location = created.headers["location"]
+        before = wait_state(server.url + location, None, "completed")
+    with serve(env, tmp_path / "b.log") as server:
+        after = httpx.get(server.url + location).json()
+    assert after == before
+
+
+def test_binding_beyond_loopback_without_keys_refuses_to_start(
+    tmp_path: Path, database_url: str
+) -> None:
+    env = cli_env(TASKSERVICE_DATABASE_URL=database_url)
+    result = run_cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), env=env, timeout=60)
+    assert result.returncode != 0
+    assert "no API key exists" in result.stderr
+
+
+def test_keys_create_list_revoke(database_url: str, db: object) -> None:
+    env = cli_env(TASKSERVICE_DATABASE_URL=database_url)
+    created = run_cli("keys", "create", "--tenant", "acme", "--name", "ci", env=env)
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip()
+    listed = run_cli("keys", "list", env=env)
+    assert '"tenant": "acme"' in listed.stdout
+    assert key not in listed.stdout  # never the key itself
+    key_id = listed.stdout.split('"id": "')[1].split('"')[0]
+    revoked = run_cli("keys", "revoke", key_id, env=env)
+    assert revoked.returncode == 0
+    assert '"revoked_at": null' not in run_cli("keys", "list", env=env).stdout
+    assert run_cli("keys", "create", "--tenant", "bad tenant!", env=env).returncode == 2
+    assert run_cli("keys", "revoke", "not-a-uuid", env=env).returncode == 2
