@@ -41,6 +41,14 @@ class PayloadTooLarge(ServiceError):
     type = "https://taskservice.dev/problems/payload-too-large"
 
 
+class DatabaseUnavailable(ServiceError):
+    """The database could not be reached; nothing was changed and a retry may work."""
+
+    status = 503
+    title = "Service unavailable"
+    type = "https://taskservice.dev/problems/unavailable"
+
+
 class Unauthorized(ServiceError):
     status = 401
     title = "Unauthorized"

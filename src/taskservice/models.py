@@ -100,6 +100,12 @@ class TaskPage:
 
 
 @dataclass(frozen=True, slots=True)
+class EventPage:
+    events: list[TaskEvent]
+    next_after: int | None  # the seq to read on from; None when the log was read to its end
+
+
+@dataclass(frozen=True, slots=True)
 class TaskFilter:
     states: frozenset[TaskState] = frozenset()
     parent_id: uuid.UUID | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import uuid
 from typing import Any
 
@@ -17,7 +18,7 @@ from taskservice.agents import AgentCatalog
 from taskservice.db.store import TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from taskservice.ids import parse_uuid
-from taskservice.models import NewTask, Task, TaskEvent, TaskFilter, TaskPage
+from taskservice.models import EventPage, NewTask, Task, TaskFilter, TaskPage
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 
@@ -31,14 +32,17 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _contains_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_contains_nul(v) for v in value)
-    return False
+_NUL_MESSAGE = "text must not contain NUL (\\u0000) characters"
+# How json.dumps writes a NUL character: \u0000 after an even number of backslashes
+# (an odd number means a literal backslash followed by "u0000", which is fine).
+_NUL_ESCAPED = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def _check_nul(encoded: str) -> None:
+    """`encoded` is JSON from `_canonical`. PostgreSQL rejects NUL in text and jsonb:
+    refuse it clearly, before any write."""
+    if _NUL_ESCAPED.search(encoded):
+        raise InvalidRequest(_NUL_MESSAGE)
 
 
 def encode_cursor(task_id: uuid.UUID) -> str:
@@ -81,27 +85,32 @@ class TaskService:
         """Create a pending task. Returns (task, created); created is False when the
         idempotency key was used before with the same request."""
         metadata = metadata or {}
-        request = {
-            "input": input,
-            "system_prompt": system_prompt,
-            "agent": agent,
-            "model": model,
-            "metadata": metadata,
-            "parent_id": str(parent_id) if parent_id else None,
-            "context_id": context_id,
-            "max_attempts": max_attempts,
-        }
-        if _contains_nul(request) or _contains_nul(idempotency_key):
-            raise InvalidRequest("text must not contain NUL (\\u0000) characters")
-        self._check_size("input", input, self.settings.max_input_bytes)
-        self._check_size("metadata", metadata, self.settings.max_metadata_bytes)
+        # Encoded once: for the size limits and the NUL check alike.
+        input_json, metadata_json = _canonical(input), _canonical(metadata)
+        texts = (system_prompt, agent, model, context_id, idempotency_key)
+        if any(text and "\x00" in text for text in texts):
+            raise InvalidRequest(_NUL_MESSAGE)
+        _check_nul(input_json)
+        _check_nul(metadata_json)
+        self._check_size("input", input_json, self.settings.max_input_bytes)
+        self._check_size("metadata", metadata_json, self.settings.max_metadata_bytes)
         spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)
         if parent_id is not None and await self.store.get(parent_id, tenant=tenant) is None:
             raise InvalidRequest(f"parent task {parent_id} does not exist", field="parent_id")
 
-        request_hash = (
-            hashlib.sha256(_canonical(request).encode()).hexdigest() if idempotency_key else None
-        )
+        request_hash = None
+        if idempotency_key:
+            request = {
+                "input": input_json,
+                "system_prompt": system_prompt,
+                "agent": agent,
+                "model": model,
+                "metadata": metadata_json,
+                "parent_id": str(parent_id) if parent_id else None,
+                "context_id": context_id,
+                "max_attempts": max_attempts,
+            }
+            request_hash = hashlib.sha256(_canonical(request).encode()).hexdigest()
         task, created = await self.store.create(
             NewTask(
                 tenant=tenant,
@@ -122,8 +131,8 @@ class TaskService:
             )
         return task, created
 
-    def _check_size(self, name: str, value: Any, limit: int) -> None:
-        size = len(_canonical(value).encode())
+    def _check_size(self, name: str, encoded: str, limit: int) -> None:
+        size = len(encoded.encode())
         if size > limit:
             raise PayloadTooLarge(
                 f"{name} is {size} bytes encoded as JSON; the limit is {limit}",
@@ -161,8 +170,7 @@ class TaskService:
         Cancelling a cancelled task is a no-op; any other terminal state is a 409.
         The state is written at once; a worker running the task learns of it and stops.
         """
-        if reason is not None and "\x00" in reason:
-            raise InvalidRequest("reason must not contain NUL (\\u0000) characters")
+        _check_nul(_canonical(reason))
         for _ in range(_CANCEL_ROUNDS):
             task = await self.get(tenant=tenant, task_id=task_id)
             if task.state is TaskState.CANCELLED:
@@ -186,7 +194,8 @@ class TaskService:
 
     async def events(
         self, *, tenant: str, task_id: str, after: int = 0, limit: int | None = None
-    ) -> list[TaskEvent]:
+    ) -> EventPage:
         task = await self.get(tenant=tenant, task_id=task_id)
         size = min(limit or self.settings.default_page_size, self.settings.max_page_size)
-        return await self.store.events(task.id, after=after, limit=size)
+        events = await self.store.events(task.id, after=after, limit=size)
+        return EventPage(events, events[-1].seq if len(events) == size else None)

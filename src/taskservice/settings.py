@@ -22,7 +22,7 @@ class Settings(BaseSettings):
     # Storage. Without a URL an embedded PostgreSQL runs in `data_dir`.
     database_url: str | None = None
     data_dir: Path = Path(".taskservice")
-    db_pool_size: int = 10
+    db_pool_size: int = 20
 
     # HTTP.
     host: str = "127.0.0.1"

@@ -43,3 +43,25 @@ def test_cursor_round_trips() -> None:
 def test_foreign_cursors_are_rejected(cursor: str) -> None:
     with pytest.raises(InvalidRequest):
         decode_cursor(cursor)
+
+
+@pytest.mark.parametrize(
+    ("value", "rejected"),
+    [
+        ("a\x00b", True),
+        ({"key\x00": 1}, True),
+        (["ok", {"deep": "\x00"}], True),
+        ("\\\x00", True),  # a backslash, then NUL
+        ("C:\\u0000", False),  # a literal backslash-u-0000 is just text
+        ("\\\\u0000", False),
+        ("plain", False),
+    ],
+)
+def test_nul_characters_are_found_anywhere_in_json(value: object, rejected: bool) -> None:
+    from taskservice.service import _canonical, _check_nul
+
+    if rejected:
+        with pytest.raises(InvalidRequest, match="NUL"):
+            _check_nul(_canonical(value))
+    else:
+        _check_nul(_canonical(value))

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from taskservice.db import is_unavailable
 from taskservice.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         413: "Request, input or metadata too large",
         415: "The body is not JSON",
         422: "Request failed validation",
-        503: "Not ready",
+        503: "Database unavailable (nothing was changed; retry) or not ready",
     }
     return {
         status: {
@@ -126,6 +127,16 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    if is_unavailable(exc):
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return problem(
+            503,
+            "Service unavailable",
+            "the database is unavailable; nothing was changed, retry shortly",
+            type="https://taskservice.dev/problems/unavailable",
+            instance=request.url.path,
+            headers={"Retry-After": "1"},
+        )
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(500, "Internal server error", "the error was logged", instance=request.url.path)
 

@@ -4,42 +4,63 @@ Each write that changes a task and records an event is *one* statement (a
 data-modifying CTE), so it is atomic even in autocommit and costs one round trip;
 the `task_events` trigger adds the NOTIFY in the same transaction. Transitions are
 conditional UPDATEs: no row back means the caller lost a race and nothing was written.
+
+Statements are built with SQLAlchemy Core once per shape and run compiled on the
+asyncpg connection (see `db.sql`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    Interval,
     Select,
+    Text,
     and_,
+    bindparam,
     case,
     func,
     insert,
     literal,
+    null,
     or_,
     select,
-    true,
-    type_coerce,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import task_events, tasks
 from taskservice.ids import uuid7
 from taskservice.models import AgentSpec, Lease, NewTask, Task, TaskEvent, TaskFilter
 from taskservice.states import TaskState, check_transition
 
 STATE_CHANGE = "state_change"
+_EVENT_COLUMNS = ["task_id", "tenant", "seq", "type", "data"]
+_CREATE_COLUMNS = (
+    "id",
+    "tenant",
+    "state",
+    "input",
+    "agent",
+    "metadata",
+    "parent_id",
+    "context_id",
+    "idempotency_key",
+    "request_hash",
+    "max_attempts",
+    "event_seq",
+)
 
 
-def task_from_row(row: RowMapping) -> Task:
+def task_from_row(row: Row) -> Task:
     return Task(
         id=row["id"],
         tenant=row["tenant"],
@@ -68,7 +89,7 @@ def task_from_row(row: RowMapping) -> Task:
     )
 
 
-def event_from_row(row: RowMapping) -> TaskEvent:
+def event_from_row(row: Row) -> TaskEvent:
     return TaskEvent(
         id=row["id"],
         task_id=row["task_id"],
@@ -79,21 +100,222 @@ def event_from_row(row: RowMapping) -> TaskEvent:
     )
 
 
-def _json(value: Any) -> Any:
-    return type_coerce(value, JSONB)
+# -- statements, built once per shape ---------------------------------------------
+# Bind parameters of UPDATEs carry a `p_` prefix: SQLAlchemy reserves column names
+# for the SET clause, and inside a CTE it fails obscurely instead of saying so.
 
 
-def fence_clause(lease: Lease) -> Any:
+def _fenced() -> Any:
     """A worker's write only lands while it still holds this very lease."""
-    return and_(tasks.c.lease_owner == lease.owner, tasks.c.attempt == lease.attempt)
+    return and_(
+        tasks.c.lease_owner == bindparam("p_owner"),
+        tasks.c.attempt == bindparam("p_attempt"),
+    )
+
+
+def _with_event(changed: Any, event_type: Any, data: Any) -> Select[Any]:
+    """`changed` is a CTE of task rows just written; record one event for each (seq =
+    the row's new event_seq) and select the rows."""
+    t = changed
+    e = (
+        insert(task_events)
+        .from_select(
+            _EVENT_COLUMNS,
+            select(t.c.id, t.c.tenant, t.c.event_seq, event_type, data).select_from(t),
+        )
+        .returning(task_events.c.task_id)
+        .cte("e")
+    )
+    return select(t).select_from(t.join(e, e.c.task_id == t.c.id))
+
+
+@lru_cache(maxsize=2)
+def _create_statement(idempotent: bool) -> Statement:
+    ins = pg_insert(tasks).values(
+        {name: bindparam(name, type_=tasks.c[name].type) for name in _CREATE_COLUMNS}
+    )
+    if idempotent:
+        ins = ins.on_conflict_do_nothing(
+            index_elements=["tenant", "idempotency_key"],
+            index_where=tasks.c.idempotency_key.isnot(None),
+        )
+    t = ins.returning(*tasks.c).cte("t")
+    created = _with_event(t, literal(STATE_CHANGE), bindparam("event", type_=JSONB))
+    # Only what the server made up comes back: the rest is what the caller just sent.
+    return Statement(created.with_only_columns(t.c.id, t.c.created_at))
+
+
+_BY_IDEMPOTENCY_KEY = Statement(
+    select(tasks).where(
+        tasks.c.tenant == bindparam("tenant"),
+        tasks.c.idempotency_key == bindparam("idempotency_key"),
+    )
+)
+_GET = Statement(select(tasks).where(tasks.c.id == bindparam("id")))
+_GET_SCOPED = Statement(
+    select(tasks).where(tasks.c.id == bindparam("id"), tasks.c.tenant == bindparam("tenant"))
+)
+_EVENTS = Statement(
+    select(task_events)
+    .where(task_events.c.task_id == bindparam("task_id"), task_events.c.seq > bindparam("after"))
+    .order_by(task_events.c.seq)
+    .limit(bindparam("limit"))
+)
+
+
+@lru_cache(maxsize=64)
+def _list_statement(
+    states: bool, parent: bool, context: bool, after: bool, before: bool, cursor: bool
+) -> Statement:
+    query: Select[Any] = select(tasks).where(tasks.c.tenant == bindparam("tenant"))
+    if states:
+        query = query.where(tasks.c.state == func.any(bindparam("states", type_=ARRAY(Text))))
+    if parent:
+        query = query.where(tasks.c.parent_id == bindparam("parent_id"))
+    if context:
+        query = query.where(tasks.c.context_id == bindparam("context_id"))
+    if after:
+        query = query.where(tasks.c.created_at >= bindparam("created_after"))
+    if before:
+        query = query.where(tasks.c.created_at < bindparam("created_before"))
+    if cursor:
+        query = query.where(tasks.c.id < bindparam("before_id"))
+    return Statement(query.order_by(tasks.c.id.desc()).limit(bindparam("limit")))
+
+
+@lru_cache(maxsize=128)
+def _transition_statement(
+    target: TaskState, value_keys: tuple[str, ...], fenced: bool, scoped: bool
+) -> Statement:
+    conditions = [tasks.c.id == bindparam("p_id"), tasks.c.state == bindparam("p_source")]
+    if fenced:
+        conditions.append(_fenced())
+    if scoped:
+        conditions.append(tasks.c.tenant == bindparam("p_tenant"))
+    changes: dict[str, Any] = {
+        "state": target.value,
+        "event_seq": tasks.c.event_seq + 1,
+        "updated_at": func.now(),
+    }
+    changes |= {key: bindparam(f"v_{key}", type_=tasks.c[key].type) for key in value_keys}
+    if target.is_terminal:
+        changes.setdefault("finished_at", func.now())
+    if target.is_terminal or target is TaskState.INPUT_REQUIRED:
+        # Nobody owns a task that waits or is done.
+        changes |= {"lease_owner": null(), "lease_expires_at": null()}
+    t = update(tasks).where(*conditions).values(changes).returning(*tasks.c).cte("t")
+    return Statement(_with_event(t, literal(STATE_CHANGE), bindparam("event", type_=JSONB)))
+
+
+def _build_append_event() -> Statement:
+    t = (
+        update(tasks)
+        .where(
+            tasks.c.id == bindparam("p_id"),
+            tasks.c.state == TaskState.RUNNING.value,
+            _fenced(),
+        )
+        .values(event_seq=tasks.c.event_seq + 1, updated_at=func.now())
+        .returning(*tasks.c)
+        .cte("t")
+    )
+    return Statement(_with_event(t, bindparam("event_type"), bindparam("event", type_=JSONB)))
+
+
+def _build_claim() -> Statement:
+    candidates = (
+        select(tasks.c.id, tasks.c.state.label("prior_state"))
+        .where(
+            or_(
+                tasks.c.state == TaskState.PENDING.value,
+                and_(tasks.c.state == TaskState.RUNNING.value, tasks.c.lease_owner.is_(None)),
+            )
+        )
+        .order_by(tasks.c.id)
+        .limit(bindparam("p_limit"))
+        .with_for_update(skip_locked=True)
+        .cte("c")
+    )
+    t = (
+        update(tasks)
+        .where(tasks.c.id == candidates.c.id)
+        .values(
+            state=TaskState.RUNNING.value,
+            lease_owner=bindparam("p_owner"),
+            lease_expires_at=func.now() + bindparam("p_lease", type_=Interval),
+            attempt=tasks.c.attempt + 1,
+            event_seq=tasks.c.event_seq + 1,
+            started_at=func.coalesce(tasks.c.started_at, func.now()),
+            updated_at=func.now(),
+        )
+        .returning(*tasks.c, candidates.c.prior_state)
+        .cte("t")
+    )
+    # Pending → running is a state change; taking over an ownerless running task
+    # (input was just given) is a claim.
+    kind = case(
+        (t.c.prior_state == TaskState.PENDING.value, literal(STATE_CHANGE)),
+        else_=literal("claimed"),
+    )
+    data = func.jsonb_build_object(
+        "from", t.c.prior_state,
+        "to", TaskState.RUNNING.value,
+        "worker", t.c.lease_owner,
+        "attempt", t.c.attempt,
+    )  # fmt: skip
+    return Statement(_with_event(t, kind, data).order_by(t.c.id))
+
+
+_APPEND_EVENT = _build_append_event()
+_CLAIM = _build_claim()
+_HEARTBEAT = Statement(
+    update(tasks)
+    .where(tasks.c.id == bindparam("p_id"), tasks.c.state == TaskState.RUNNING.value, _fenced())
+    .values(lease_expires_at=func.now() + bindparam("p_lease", type_=Interval))
+    .returning(tasks.c.id)
+)
+
+
+def _lease_params(lease: Lease | None) -> dict[str, Any]:
+    return {"p_owner": lease.owner, "p_attempt": lease.attempt} if lease else {}
+
+
+def _pending(new: NewTask, row: Row) -> Task:
+    """The task `create` just inserted, from the request and the generated columns."""
+    return Task(
+        id=row["id"],
+        tenant=new.tenant,
+        state=TaskState.PENDING,
+        input=new.input,
+        result=None,
+        error=None,
+        agent=new.agent,
+        metadata=new.metadata,
+        parent_id=new.parent_id,
+        context_id=new.context_id,
+        idempotency_key=new.idempotency_key,
+        request_hash=new.request_hash,
+        attempt=0,
+        max_attempts=new.max_attempts,
+        lease_owner=None,
+        lease_expires_at=None,
+        cancel_reason=None,
+        input_request=None,
+        usage={},
+        event_seq=1,
+        created_at=row["created_at"],
+        updated_at=row["created_at"],
+        started_at=None,
+        finished_at=None,
+    )
 
 
 class TaskStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        # Single-statement writes need no explicit transaction: autocommit saves the
-        # BEGIN and COMMIT round trips on the hot paths.
-        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        # Every write is a single statement, so it runs without BEGIN/COMMIT round trips
+        # (outside a transaction block PostgreSQL commits each statement by itself).
+        self.db = Database(engine)
 
     # -- submit -----------------------------------------------------------------
 
@@ -103,69 +325,39 @@ class TaskStore:
         With an idempotency key already used by this tenant, nothing is written and
         the existing task comes back with created=False.
         """
-        row = {
+        params = {
             "id": uuid7(),
             "tenant": new.tenant,
             "state": TaskState.PENDING.value,
-            "input": _json(new.input),
-            "agent": _json(new.agent.to_json()),
-            "metadata": _json(new.metadata),
+            "input": new.input,
+            "agent": new.agent.to_json(),
+            "metadata": new.metadata,
             "parent_id": new.parent_id,
             "context_id": new.context_id,
             "idempotency_key": new.idempotency_key,
             "request_hash": new.request_hash,
             "max_attempts": new.max_attempts,
             "event_seq": 1,
+            "event": {"from": None, "to": TaskState.PENDING.value},
         }
-        ins = pg_insert(tasks).values(row)
-        if new.idempotency_key is not None:
-            ins = ins.on_conflict_do_nothing(
-                index_elements=["tenant", "idempotency_key"],
-                index_where=tasks.c.idempotency_key.isnot(None),
-            )
-        t = ins.returning(*tasks.c).cte("t")
-        e = (
-            insert(task_events)
-            .from_select(
-                ["task_id", "tenant", "seq", "type", "data"],
-                select(
-                    t.c.id,
-                    t.c.tenant,
-                    t.c.event_seq,
-                    literal(STATE_CHANGE),
-                    _json({"from": None, "to": TaskState.PENDING.value}),
-                ).select_from(t),
-            )
-            .returning(task_events.c.id)
-            .cte("e")
-        )
-        stmt = select(t).select_from(t.join(e, true()))
-        async with self._autocommit.connect() as conn:
-            created = (await conn.execute(stmt)).mappings().first()
+        statement = _create_statement(new.idempotency_key is not None)
+        async with self.db.connection() as conn:
+            created = await conn.fetchrow(statement.sql, *statement.args(params))
             if created is not None:
-                return task_from_row(created), True
-            existing = (
-                (
-                    await conn.execute(
-                        select(tasks).where(
-                            tasks.c.tenant == new.tenant,
-                            tasks.c.idempotency_key == new.idempotency_key,
-                        )
-                    )
-                )
-                .mappings()
-                .one()
+                return _pending(new, created), True
+            existing = await conn.fetchrow(
+                _BY_IDEMPOTENCY_KEY.sql, *_BY_IDEMPOTENCY_KEY.args(params)
             )
+            assert existing is not None  # the conflicting row is committed and ours to read
             return task_from_row(existing), False
 
     # -- reads ------------------------------------------------------------------
 
     async def get(self, task_id: uuid.UUID, *, tenant: str | None = None) -> Task | None:
-        query = select(tasks).where(tasks.c.id == task_id)
-        if tenant is not None:
-            query = query.where(tasks.c.tenant == tenant)
-        async with self._autocommit.connect() as conn:
-            row = (await conn.execute(query)).mappings().first()
+        if tenant is None:
+            row = await self.db.fetchrow(_GET, {"id": task_id})
+        else:
+            row = await self.db.fetchrow(_GET_SCOPED, {"id": task_id, "tenant": tenant})
         return task_from_row(row) if row is not None else None
 
     async def list_tasks(
@@ -178,33 +370,28 @@ class TaskStore:
     ) -> list[Task]:
         """Newest first. `before_id` is the keyset cursor: ids are time-ordered, so
         rows inserted while a client pages land before its cursor, never after."""
-        query: Select[Any] = select(tasks).where(tasks.c.tenant == tenant)
-        if filter.states:
-            query = query.where(tasks.c.state.in_(sorted(s.value for s in filter.states)))
-        if filter.parent_id is not None:
-            query = query.where(tasks.c.parent_id == filter.parent_id)
-        if filter.context_id is not None:
-            query = query.where(tasks.c.context_id == filter.context_id)
-        if filter.created_after is not None:
-            query = query.where(tasks.c.created_at >= filter.created_after)
-        if filter.created_before is not None:
-            query = query.where(tasks.c.created_at < filter.created_before)
-        if before_id is not None:
-            query = query.where(tasks.c.id < before_id)
-        query = query.order_by(tasks.c.id.desc()).limit(limit)
-        async with self._autocommit.connect() as conn:
-            rows = (await conn.execute(query)).mappings().all()
-        return [task_from_row(row) for row in rows]
+        statement = _list_statement(
+            bool(filter.states),
+            filter.parent_id is not None,
+            filter.context_id is not None,
+            filter.created_after is not None,
+            filter.created_before is not None,
+            before_id is not None,
+        )
+        params = {
+            "tenant": tenant,
+            "states": sorted(s.value for s in filter.states),
+            "parent_id": filter.parent_id,
+            "context_id": filter.context_id,
+            "created_after": filter.created_after,
+            "created_before": filter.created_before,
+            "before_id": before_id,
+            "limit": limit,
+        }
+        return [task_from_row(row) for row in await self.db.fetch(statement, params)]
 
     async def events(self, task_id: uuid.UUID, *, after: int, limit: int) -> list[TaskEvent]:
-        query = (
-            select(task_events)
-            .where(task_events.c.task_id == task_id, task_events.c.seq > after)
-            .order_by(task_events.c.seq)
-            .limit(limit)
-        )
-        async with self._autocommit.connect() as conn:
-            rows = (await conn.execute(query)).mappings().all()
+        rows = await self.db.fetch(_EVENTS, {"task_id": task_id, "after": after, "limit": limit})
         return [event_from_row(row) for row in rows]
 
     # -- transitions ------------------------------------------------------------
@@ -219,7 +406,6 @@ class TaskStore:
         tenant: str | None = None,
         values: Mapping[str, Any] | None = None,
         event: Mapping[str, Any] | None = None,
-        conn: AsyncConnection | None = None,
     ) -> Task | None:
         """Move a task from `source` to `target`, with its `state_change` event.
 
@@ -228,51 +414,20 @@ class TaskStore:
         nothing was written.
         """
         check_transition(source, target)
-        conditions = [tasks.c.id == task_id, tasks.c.state == source.value]
-        if lease is not None:
-            conditions.append(fence_clause(lease))
-        if tenant is not None:
-            conditions.append(tasks.c.tenant == tenant)
-        changes: dict[str, Any] = {
-            "state": target.value,
-            "event_seq": tasks.c.event_seq + 1,
-            "updated_at": func.now(),
-            **(values or {}),
-        }
-        if target.is_terminal:
-            changes.setdefault("finished_at", func.now())
-        if target.is_terminal or target is TaskState.INPUT_REQUIRED:
-            # Nobody owns a task that waits or is done.
-            changes |= {"lease_owner": None, "lease_expires_at": None}
-        data = {"from": source.value, "to": target.value, **(event or {})}
-        stmt = self._update_with_event(conditions, changes, STATE_CHANGE, data)
-        if conn is not None:
-            row = (await conn.execute(stmt)).mappings().first()
-        else:
-            async with self._autocommit.connect() as own:
-                row = (await own.execute(stmt)).mappings().first()
-        return task_from_row(row) if row is not None else None
-
-    def _update_with_event(
-        self,
-        conditions: Sequence[Any],
-        changes: Mapping[str, Any],
-        event_type: str,
-        data: Mapping[str, Any],
-    ) -> Select[Any]:
-        t = update(tasks).where(*conditions).values(**changes).returning(*tasks.c).cte("t")
-        e = (
-            insert(task_events)
-            .from_select(
-                ["task_id", "tenant", "seq", "type", "data"],
-                select(
-                    t.c.id, t.c.tenant, t.c.event_seq, literal(event_type), _json(dict(data))
-                ).select_from(t),
-            )
-            .returning(task_events.c.id)
-            .cte("e")
+        values = values or {}
+        statement = _transition_statement(
+            target, tuple(sorted(values)), lease is not None, tenant is not None
         )
-        return select(t).select_from(t.join(e, true()))
+        params: dict[str, Any] = {
+            "p_id": task_id,
+            "p_source": source.value,
+            "p_tenant": tenant,
+            "event": {"from": source.value, "to": target.value, **(event or {})},
+            **_lease_params(lease),
+            **{f"v_{key}": value for key, value in values.items()},
+        }
+        row = await self.db.fetchrow(statement, params)
+        return task_from_row(row) if row is not None else None
 
     async def append_event(
         self,
@@ -283,15 +438,8 @@ class TaskStore:
         lease: Lease,
     ) -> bool:
         """Record a non-state event for a task the caller holds; False if it lost it."""
-        conditions = [
-            tasks.c.id == task_id,
-            tasks.c.state == TaskState.RUNNING.value,
-            fence_clause(lease),
-        ]
-        changes = {"event_seq": tasks.c.event_seq + 1, "updated_at": func.now()}
-        stmt = self._update_with_event(conditions, changes, event_type, data)
-        async with self._autocommit.connect() as conn:
-            return (await conn.execute(stmt)).first() is not None
+        params = {"p_id": task_id, "event_type": event_type, "event": dict(data)}
+        return bool(await self.db.fetch(_APPEND_EVENT, params | _lease_params(lease)))
 
     # -- workers ----------------------------------------------------------------
 
@@ -302,75 +450,10 @@ class TaskStore:
         no owner (input was just given) are taken over (with a `claimed` event).
         Either way the lease is set and `attempt` grows.
         """
-        candidates = (
-            select(tasks.c.id, tasks.c.state.label("prior_state"))
-            .where(
-                or_(
-                    tasks.c.state == TaskState.PENDING.value,
-                    and_(tasks.c.state == TaskState.RUNNING.value, tasks.c.lease_owner.is_(None)),
-                )
-            )
-            .order_by(tasks.c.id)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-            .cte("c")
-        )
-        t = (
-            update(tasks)
-            .where(tasks.c.id == candidates.c.id)
-            .values(
-                state=TaskState.RUNNING.value,
-                lease_owner=owner,
-                lease_expires_at=func.now() + timedelta(seconds=lease_seconds),
-                attempt=tasks.c.attempt + 1,
-                event_seq=tasks.c.event_seq + 1,
-                started_at=func.coalesce(tasks.c.started_at, func.now()),
-                updated_at=func.now(),
-            )
-            .returning(*tasks.c, candidates.c.prior_state)
-            .cte("t")
-        )
-        was_pending = t.c.prior_state == TaskState.PENDING.value
-        e = (
-            insert(task_events)
-            .from_select(
-                ["task_id", "tenant", "seq", "type", "data"],
-                select(
-                    t.c.id,
-                    t.c.tenant,
-                    t.c.event_seq,
-                    case((was_pending, literal(STATE_CHANGE)), else_=literal("claimed")),
-                    func.jsonb_build_object(
-                        "from",
-                        t.c.prior_state,
-                        "to",
-                        TaskState.RUNNING.value,
-                        "worker",
-                        owner,
-                        "attempt",
-                        t.c.attempt,
-                    ),
-                ).select_from(t),
-            )
-            .returning(task_events.c.task_id)
-            .cte("e")
-        )
-        stmt = select(t).select_from(t.join(e, e.c.task_id == t.c.id)).order_by(t.c.id)
-        async with self._autocommit.connect() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return [task_from_row(row) for row in rows]
+        params = {"p_owner": owner, "p_limit": limit, "p_lease": timedelta(seconds=lease_seconds)}
+        return [task_from_row(row) for row in await self.db.fetch(_CLAIM, params)]
 
     async def heartbeat(self, task_id: uuid.UUID, *, lease: Lease, lease_seconds: float) -> bool:
         """Extend a lease. False means the task is no longer ours: stop the run."""
-        stmt = (
-            update(tasks)
-            .where(
-                tasks.c.id == task_id,
-                tasks.c.state == TaskState.RUNNING.value,
-                fence_clause(lease),
-            )
-            .values(lease_expires_at=func.now() + timedelta(seconds=lease_seconds))
-            .returning(tasks.c.id)
-        )
-        async with self._autocommit.connect() as conn:
-            return (await conn.execute(stmt)).first() is not None
+        params = {"p_id": task_id, "p_lease": timedelta(seconds=lease_seconds)}
+        return bool(await self.db.fetch(_HEARTBEAT, params | _lease_params(lease)))

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Response, status
 
-from taskservice.api.deps import Service, Tenant
+from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.schemas import (
     CancelRequest,
@@ -39,8 +39,7 @@ TaskId = Annotated[str, "a task id (UUID)"]
 )
 async def create_task(
     body: TaskCreate,
-    service: Service,
-    tenant: Tenant,
+    caller: Caller,
     response: Response,
     idempotency_key: Annotated[
         str | None,
@@ -51,8 +50,8 @@ async def create_task(
         ),
     ] = None,
 ) -> TaskOut:
-    task, created = await service.submit(
-        tenant=tenant,
+    task, created = await caller.service.submit(
+        tenant=caller.tenant,
         input=body.input,
         system_prompt=body.system_prompt,
         agent=body.agent,
@@ -78,8 +77,7 @@ async def create_task(
     summary="List tasks, newest first",
 )
 async def list_tasks(
-    service: Service,
-    tenant: Tenant,
+    caller: Caller,
     state: Annotated[list[TaskState], Query(description="Repeat to match any of several.")] = [],  # noqa: B006
     parent_id: uuid.UUID | None = None,
     context_id: str | None = None,
@@ -88,8 +86,8 @@ async def list_tasks(
     cursor: str | None = None,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
 ) -> TaskList:
-    page = await service.list_tasks(
-        tenant=tenant,
+    page = await caller.service.list_tasks(
+        tenant=caller.tenant,
         filter=TaskFilter(
             states=frozenset(state),
             parent_id=parent_id,
@@ -110,8 +108,8 @@ async def list_tasks(
     responses=problem_responses(401, 404),
     summary="Get a task",
 )
-async def get_task(task_id: TaskId, service: Service, tenant: Tenant) -> TaskOut:
-    return TaskOut.of(await service.get(tenant=tenant, task_id=task_id))
+async def get_task(task_id: TaskId, caller: Caller) -> TaskOut:
+    return TaskOut.of(await caller.service.get(tenant=caller.tenant, task_id=task_id))
 
 
 @router.post(
@@ -123,12 +121,13 @@ async def get_task(task_id: TaskId, service: Service, tenant: Tenant) -> TaskOut
 )
 async def cancel_task(
     task_id: TaskId,
-    service: Service,
-    tenant: Tenant,
+    caller: Caller,
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> TaskOut:
     reason = body.reason if body else None
-    return TaskOut.of(await service.cancel(tenant=tenant, task_id=task_id, reason=reason))
+    return TaskOut.of(
+        await caller.service.cancel(tenant=caller.tenant, task_id=task_id, reason=reason)
+    )
 
 
 @router.get(
@@ -140,14 +139,11 @@ async def cancel_task(
 )
 async def list_task_events(
     task_id: TaskId,
-    service: Service,
-    tenant: Tenant,
+    caller: Caller,
     after: Annotated[int, Query(ge=0, description="Return events with seq > after.")] = 0,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
 ) -> EventPage:
-    events = await service.events(tenant=tenant, task_id=task_id, after=after, limit=limit)
-    size = min(limit or service.settings.default_page_size, service.settings.max_page_size)
-    return EventPage(
-        events=[EventOut.of(e) for e in events],
-        next_after=events[-1].seq if len(events) == size else None,
+    page = await caller.service.events(
+        tenant=caller.tenant, task_id=task_id, after=after, limit=limit
     )
+    return EventPage(events=[EventOut.of(e) for e in page.events], next_after=page.next_after)

@@ -1,0 +1,96 @@
+"""Run SQLAlchemy Core statements compiled once, on the pooled asyncpg connection.
+
+SQLAlchemy builds the statements (schema-aware, typed) and owns the pool; executing
+through its full statement pipeline costs several times the CPU of the query itself,
+so hot paths compile each statement once and hand the SQL to asyncpg directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+from sqlalchemy import JSON
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+
+from taskservice.errors import DatabaseUnavailable
+
+_DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
+_DISCONNECTS = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    ConnectionError,
+    OSError,
+)
+
+Row = Mapping[str, Any]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class Statement:
+    """One statement, compiled to asyncpg's `$n` form; `args` orders the parameters."""
+
+    def __init__(self, statement: ClauseElement) -> None:
+        compiled = statement.compile(dialect=_DIALECT)
+        assert isinstance(compiled, SQLCompiler)
+        self.sql = str(compiled)
+        self._names: tuple[str, ...] = tuple(compiled.positiontup or ())
+        binds = compiled.binds
+        # Values the statement carries itself (literals, constants in SET clauses).
+        self._constants = {name: bind.value for name, bind in binds.items() if not bind.required}
+        self._json = frozenset(name for name, bind in binds.items() if isinstance(bind.type, JSON))
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        values = []
+        for name in self._names:
+            value = params[name] if name in params else self._constants[name]
+            if name in self._json and value is not None:
+                value = _dumps(value)
+            values.append(value)
+        return values
+
+
+class Database:
+    """Connections from the engine's pool, driven through asyncpg.
+
+    A connection that fails mid-use is invalidated (never returned to the pool) and
+    the failure surfaces as `DatabaseUnavailable`: nothing was committed, retry.
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        try:
+            pooled = await self.engine.raw_connection()
+        except _DISCONNECTS as exc:
+            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+        try:
+            yield pooled.driver_connection
+        except _DISCONNECTS as exc:
+            pooled.invalidate(exc)
+            raise DatabaseUnavailable(f"lost the database connection: {exc}") from exc
+        finally:
+            pooled.close()
+
+    async def fetch(self, statement: Statement, params: Mapping[str, Any]) -> list[Row]:
+        async with self.connection() as conn:
+            rows: list[Row] = await conn.fetch(statement.sql, *statement.args(params))
+            return rows
+
+    async def fetchrow(self, statement: Statement, params: Mapping[str, Any]) -> Row | None:
+        async with self.connection() as conn:
+            row: Row | None = await conn.fetchrow(statement.sql, *statement.args(params))
+            return row
