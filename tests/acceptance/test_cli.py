@@ -86,6 +86,22 @@ def test_data_written_before_a_restart_is_read_after_it(tmp_path: Path) -> None:
     assert after == before
 
 
+def test_a_second_serve_on_the_same_folder_shares_the_embedded_server(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = cli_env(TASKSERVICE_DATA_DIR=str(data))
+    with serve(env, tmp_path / "one.log") as one:
+        postmaster = embedded_pid_of(data)
+        with serve(env, tmp_path / "two.log") as two:
+            assert embedded_pid_of(data) == postmaster
+            created = httpx.post(f"{one.url}/v1/tasks", json={"input": "seen by both"})
+            seen = httpx.get(two.url + created.headers["location"])
+            assert seen.status_code == 200
+            assert seen.json()["input"] == "seen by both"
+        # The second one leaving does not stop the server under the first.
+        assert embedded_pid_of(data) == postmaster
+        assert httpx.get(f"{one.url}/readyz").status_code == 200
+
+
 def test_binding_beyond_loopback_without_keys_refuses_to_start(
     tmp_path: Path, database_url: str
 ) -> None:
