@@ -3,11 +3,13 @@
 A task names a profile (today: `default`) and may override the system prompt and,
 from the allow-list, the model. Model names are pydantic-ai model strings
 (`openai-chat:gpt-4o`, `anthropic:…`, `ollama:…`); `offline` is a deterministic
-model that needs no API key, so the service works out of the box.
+model that needs no API key, so the service works out of the box, and
+`offline:<seconds>` is the same answering after a delay.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Mapping
@@ -48,8 +50,31 @@ def _offline_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
     return ModelResponse(parts=[TextPart(text)], model_name=OFFLINE_MODEL)
 
 
-def offline_model() -> Model:
-    return FunctionModel(_offline_answer, model_name=OFFLINE_MODEL)
+def offline_model(delay: float = 0.0) -> Model:
+    """The deterministic offline model; `offline:<seconds>` answers after a delay
+    (for demos, load tests and failure drills)."""
+    if not delay:
+        return FunctionModel(_offline_answer, model_name=OFFLINE_MODEL)
+
+    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(delay)
+        return _offline_answer(messages, info)
+
+    return FunctionModel(slow, model_name=f"{OFFLINE_MODEL}:{delay:g}")
+
+
+def _offline_delay(name: str) -> float | None:
+    """The delay of an offline model name, or None when it is not one."""
+    if name == OFFLINE_MODEL:
+        return 0.0
+    prefix, _, seconds = name.partition(":")
+    if prefix != OFFLINE_MODEL:
+        return None
+    try:
+        delay = float(seconds)
+    except ValueError:
+        return None
+    return delay if 0 <= delay <= 3600 else None
 
 
 class AgentCatalog:
@@ -86,8 +111,9 @@ class AgentCatalog:
     def model_for(self, name: str) -> Model | str:
         if name in self._models:
             return self._models[name]
-        if name == OFFLINE_MODEL:
-            return offline_model()
+        delay = _offline_delay(name)
+        if delay is not None:
+            return offline_model(delay)
         return name  # a pydantic-ai model string, resolved (and keyed) by pydantic-ai
 
     def build(self, spec: AgentSpec) -> Agent[None, str]:

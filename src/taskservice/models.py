@@ -45,6 +45,7 @@ class NewTask:
     agent: AgentSpec
     metadata: dict[str, Any]
     max_attempts: int
+    timeout_seconds: float | None = None
     parent_id: uuid.UUID | None = None
     context_id: str | None = None
     idempotency_key: str | None = None
@@ -67,6 +68,7 @@ class Task:
     request_hash: str | None
     attempt: int
     max_attempts: int
+    timeout_seconds: float | None
     lease_owner: str | None
     lease_expires_at: datetime | None
     cancel_reason: str | None

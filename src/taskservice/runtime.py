@@ -20,6 +20,7 @@ from taskservice.db import migrate
 from taskservice.db.embedded import start_embedded
 from taskservice.db.engine import create_engine
 from taskservice.db.keys import ApiKeyStore
+from taskservice.db.leases import LeaseStore
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub
 from taskservice.service import TaskService
@@ -85,7 +86,12 @@ class Runtime:
                 stack.push_async_callback(hub.stop)
                 catalog.announce()
                 pool = WorkerPool(
-                    store=store, executor=Executor(catalog), hub=hub, settings=settings
+                    store=store,
+                    leases=LeaseStore(store.db),
+                    executor=Executor(catalog),
+                    hub=hub,
+                    settings=settings,
+                    database_url=url,
                 )
                 await pool.start()
                 stack.push_async_callback(pool.stop)

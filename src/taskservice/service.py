@@ -80,6 +80,7 @@ class TaskService:
         parent_id: uuid.UUID | None = None,
         context_id: str | None = None,
         max_attempts: int | None = None,
+        timeout_seconds: float | None = None,
         idempotency_key: str | None = None,
     ) -> tuple[Task, bool]:
         """Create a pending task. Returns (task, created); created is False when the
@@ -109,6 +110,7 @@ class TaskService:
                 "parent_id": str(parent_id) if parent_id else None,
                 "context_id": context_id,
                 "max_attempts": max_attempts,
+                "timeout_seconds": timeout_seconds,
             }
             request_hash = hashlib.sha256(_canonical(request).encode()).hexdigest()
         task, created = await self.store.create(
@@ -118,6 +120,7 @@ class TaskService:
                 agent=spec,
                 metadata=metadata,
                 max_attempts=max_attempts or self.settings.default_max_attempts,
+                timeout_seconds=timeout_seconds,
                 parent_id=parent_id,
                 context_id=context_id,
                 idempotency_key=idempotency_key,

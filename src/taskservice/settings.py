@@ -48,8 +48,13 @@ class Settings(BaseSettings):
     # Workers.
     workers_enabled: bool = True
     worker_concurrency: int = 8
-    lease_seconds: float = 30.0
+    tenant_max_running: int | None = None  # per tenant, across all workers; None: no cap
+    lease_seconds: float = 30.0  # renewed every third of it
     poll_interval: float = 2.0  # seconds; fallback when no NOTIFY arrives
+    reap_interval: float = 5.0  # seconds between reaper passes (jittered)
+    task_timeout_seconds: float = 600.0  # per attempt, unless the task sets its own
+    stall_seconds: float = 120.0  # a running task quiet this long gets a `stalled` event
+    shutdown_grace_seconds: float = 20.0  # for runs to finish before they are released
 
     @field_validator("allowed_models", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice.db import migrate
 from taskservice.db.tables import task_events, tasks
 from tests.integration.helpers import count
 
@@ -206,4 +207,4 @@ async def test_health_and_readiness(client: httpx.AsyncClient) -> None:
     ready = await client.get("/readyz")
     assert ready.status_code == 200
     assert ready.json()["status"] == "ready"
-    assert ready.json()["schema_revision"] == "0001"
+    assert ready.json()["schema_revision"] == migrate.head_revision()

@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents import AgentCatalog
+from taskservice.db.leases import LeaseStore
 from taskservice.db.store import TaskStore
 from taskservice.db.tables import task_events
 from taskservice.errors import Conflict
@@ -64,7 +65,7 @@ async def test_a_fenced_write_with_someone_elses_lease_writes_nothing(
     db: AsyncEngine, store: TaskStore
 ) -> None:
     await new_task(store)
-    [claimed] = await store.claim(owner="w1", limit=1, lease_seconds=30)
+    [claimed] = await LeaseStore(store.db).claim(owner="w1", limit=1, lease_seconds=30)
     assert claimed.lease == Lease("w1", 1)
     for stale in (Lease("w2", 1), Lease("w1", 2)):
         written = await store.transition(
@@ -87,7 +88,7 @@ async def test_fifty_cancel_versus_complete_races_each_end_in_exactly_one_termin
     service = TaskService(store=store, catalog=AgentCatalog(settings), settings=settings)
     for _ in range(50):
         await new_task(store)
-    claimed = await store.claim(owner="racer", limit=50, lease_seconds=30)
+    claimed = await LeaseStore(store.db).claim(owner="racer", limit=50, lease_seconds=30)
     assert len(claimed) == 50
 
     async def complete(task_id: object, lease: Lease) -> object:

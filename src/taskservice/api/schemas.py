@@ -37,6 +37,9 @@ class TaskCreate(Request):
     parent_id: uuid.UUID | None = None
     context_id: str | None = Field(default=None, min_length=1, max_length=200)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, le=86_400, description="Per attempt; the server default otherwise."
+    )
 
 
 class CancelRequest(Request):
@@ -61,6 +64,7 @@ class TaskOut(BaseModel):
     context_id: str | None = None
     attempt: int
     max_attempts: int
+    timeout_seconds: float | None = None
     cancel_reason: str | None = None
     input_request: Any = None
     usage: dict[str, Any]
@@ -83,6 +87,7 @@ class TaskOut(BaseModel):
             context_id=task.context_id,
             attempt=task.attempt,
             max_attempts=task.max_attempts,
+            timeout_seconds=task.timeout_seconds,
             cancel_reason=task.cancel_reason,
             input_request=task.input_request,
             usage=task.usage,

@@ -13,26 +13,23 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
-    Interval,
     Select,
     Text,
     and_,
     bindparam,
-    case,
     func,
     insert,
     literal,
     null,
-    or_,
     select,
+    text,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -56,6 +53,7 @@ _CREATE_COLUMNS = (
     "idempotency_key",
     "request_hash",
     "max_attempts",
+    "timeout_seconds",
     "event_seq",
 )
 
@@ -76,6 +74,7 @@ def task_from_row(row: Row) -> Task:
         request_hash=row["request_hash"],
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
+        timeout_seconds=row["timeout_seconds"],
         lease_owner=row["lease_owner"],
         lease_expires_at=row["lease_expires_at"],
         cancel_reason=row["cancel_reason"],
@@ -222,57 +221,40 @@ def _build_append_event() -> Statement:
     return Statement(_with_event(t, bindparam("event_type"), bindparam("event", type_=JSONB)))
 
 
-def _build_claim() -> Statement:
-    candidates = (
-        select(tasks.c.id, tasks.c.state.label("prior_state"))
-        .where(
-            or_(
-                tasks.c.state == TaskState.PENDING.value,
-                and_(tasks.c.state == TaskState.RUNNING.value, tasks.c.lease_owner.is_(None)),
-            )
-        )
-        .order_by(tasks.c.id)
-        .limit(bindparam("p_limit"))
-        .with_for_update(skip_locked=True)
-        .cte("c")
-    )
-    t = (
-        update(tasks)
-        .where(tasks.c.id == candidates.c.id)
-        .values(
-            state=TaskState.RUNNING.value,
-            lease_owner=bindparam("p_owner"),
-            lease_expires_at=func.now() + bindparam("p_lease", type_=Interval),
-            attempt=tasks.c.attempt + 1,
-            event_seq=tasks.c.event_seq + 1,
-            started_at=func.coalesce(tasks.c.started_at, func.now()),
-            updated_at=func.now(),
-        )
-        .returning(*tasks.c, candidates.c.prior_state)
-        .cte("t")
-    )
-    # Pending → running is a state change; taking over an ownerless running task
-    # (input was just given) is a claim.
-    kind = case(
-        (t.c.prior_state == TaskState.PENDING.value, literal(STATE_CHANGE)),
-        else_=literal("claimed"),
-    )
-    data = func.jsonb_build_object(
-        "from", t.c.prior_state,
-        "to", TaskState.RUNNING.value,
-        "worker", t.c.lease_owner,
-        "attempt", t.c.attempt,
-    )  # fmt: skip
-    return Statement(_with_event(t, kind, data).order_by(t.c.id))
-
-
 _APPEND_EVENT = _build_append_event()
-_CLAIM = _build_claim()
-_HEARTBEAT = Statement(
-    update(tasks)
-    .where(tasks.c.id == bindparam("p_id"), tasks.c.state == TaskState.RUNNING.value, _fenced())
-    .values(lease_expires_at=func.now() + bindparam("p_lease", type_=Interval))
-    .returning(tasks.c.id)
+
+# Cancel every live task below a cancelled one (any depth), each with its event.
+# FOR UPDATE re-reads a row changed meanwhile, so a child that completed a moment
+# ago is left alone.
+_CANCEL_DESCENDANTS = Statement(
+    text("""
+WITH RECURSIVE tree AS (
+    SELECT id FROM tasks WHERE parent_id = :p_id
+    UNION
+    SELECT tasks.id FROM tasks JOIN tree ON tasks.parent_id = tree.id
+),
+live AS (
+    SELECT id, state AS prior_state FROM tasks
+    WHERE id IN (SELECT id FROM tree) AND state IN ('pending', 'running', 'input_required')
+    FOR UPDATE
+),
+t AS (
+    UPDATE tasks SET state = 'cancelled', cancel_reason = :v_cancel_reason,
+                     finished_at = now(), updated_at = now(),
+                     lease_owner = NULL, lease_expires_at = NULL,
+                     event_seq = tasks.event_seq + 1
+    FROM live WHERE tasks.id = live.id AND tasks.state = live.prior_state
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.parent_id, live.prior_state
+)
+INSERT INTO task_events (task_id, tenant, seq, type, data)
+SELECT id, tenant, event_seq, 'state_change',
+       jsonb_build_object('from', prior_state, 'to', 'cancelled',
+                          'reason', :v_cancel_reason, 'cause', 'parent_cancelled',
+                          'parent_id', parent_id)
+FROM t
+""").bindparams(
+        bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("v_cancel_reason", type_=Text)
+    )
 )
 
 
@@ -297,6 +279,7 @@ def _pending(new: NewTask, row: Row) -> Task:
         request_hash=new.request_hash,
         attempt=0,
         max_attempts=new.max_attempts,
+        timeout_seconds=new.timeout_seconds,
         lease_owner=None,
         lease_expires_at=None,
         cancel_reason=None,
@@ -337,6 +320,7 @@ class TaskStore:
             "idempotency_key": new.idempotency_key,
             "request_hash": new.request_hash,
             "max_attempts": new.max_attempts,
+            "timeout_seconds": new.timeout_seconds,
             "event_seq": 1,
             "event": {"from": None, "to": TaskState.PENDING.value},
         }
@@ -441,19 +425,27 @@ class TaskStore:
         params = {"p_id": task_id, "event_type": event_type, "event": dict(data)}
         return bool(await self.db.fetch(_APPEND_EVENT, params | _lease_params(lease)))
 
-    # -- workers ----------------------------------------------------------------
+    async def cancel(
+        self, task_id: uuid.UUID, *, source: TaskState, tenant: str, reason: str | None
+    ) -> Task | None:
+        """Cancel a task and, in the same transaction, every live task below it.
 
-    async def claim(self, *, owner: str, limit: int, lease_seconds: float) -> list[Task]:
-        """Claim up to `limit` runnable tasks in one statement (FOR UPDATE SKIP LOCKED).
-
-        Pending tasks become running (with a `state_change` event); running tasks with
-        no owner (input was just given) are taken over (with a `claimed` event).
-        Either way the lease is set and `attempt` grows.
+        Returns None (and changes nothing) when the task was no longer in `source`.
         """
-        params = {"p_owner": owner, "p_limit": limit, "p_lease": timedelta(seconds=lease_seconds)}
-        return [task_from_row(row) for row in await self.db.fetch(_CLAIM, params)]
-
-    async def heartbeat(self, task_id: uuid.UUID, *, lease: Lease, lease_seconds: float) -> bool:
-        """Extend a lease. False means the task is no longer ours: stop the run."""
-        params = {"p_id": task_id, "p_lease": timedelta(seconds=lease_seconds)}
-        return bool(await self.db.fetch(_HEARTBEAT, params | _lease_params(lease)))
+        target = TaskState.CANCELLED
+        check_transition(source, target)
+        statement = _transition_statement(target, ("cancel_reason",), False, True)
+        params = {
+            "p_id": task_id,
+            "p_source": source.value,
+            "p_tenant": tenant,
+            "v_cancel_reason": reason,
+            "event": {"from": source.value, "to": target.value}
+            | ({"reason": reason} if reason else {}),
+        }
+        async with self.db.connection() as conn, conn.transaction():
+            row = await conn.fetchrow(statement.sql, *statement.args(params))
+            if row is None:
+                return None
+            await conn.execute(_CANCEL_DESCENDANTS.sql, *_CANCEL_DESCENDANTS.args(params))
+        return task_from_row(row)

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -61,6 +62,7 @@ tasks = Table(
     Column("request_hash", Text),  # what the idempotency key was first used with
     Column("attempt", Integer, nullable=False, server_default=text("0")),
     Column("max_attempts", Integer, nullable=False),
+    Column("timeout_seconds", Float),  # per attempt; null: the worker's default
     Column("lease_owner", Text),
     Column("lease_expires_at", TZ),
     Column("cancel_reason", Text),
@@ -82,11 +84,19 @@ tasks = Table(
         unique=True,
         postgresql_where=text("idempotency_key IS NOT NULL"),
     ),
-    # The claim query: pending tasks, and running tasks without an owner (input given).
+    # The claim query: pending tasks, and running tasks without an owner (input given),
+    # walked per tenant so that one tenant's backlog cannot starve the others.
     Index(
         "ix_tasks_claimable",
+        "tenant",
         "id",
         postgresql_where=text("state = 'pending' OR (state = 'running' AND lease_owner IS NULL)"),
+    ),
+    # The per-tenant cap: running tasks per tenant.
+    Index(
+        "ix_tasks_running_tenant",
+        "tenant",
+        postgresql_where=text("state = 'running' AND lease_owner IS NOT NULL"),
     ),
     # The reaper: running tasks ordered by lease expiry.
     Index(

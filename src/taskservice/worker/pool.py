@@ -1,14 +1,20 @@
-"""The worker pool: claim, lease, run, write the outcome.
+"""The worker pool: claim, lease, run, write the outcome; recover others' tasks.
 
 ```
-         NOTIFY (pending) ─┐
-   poll interval elapsed ──┼─▶ claim up to free slots (SKIP LOCKED) ─▶ run ─▶ fenced write
-          stop requested ──┘                 │
-                                 heartbeat every lease/3 ─ lost? ─▶ stop the run, write nothing
+       NOTIFY (pending, released, …) ─┐
+           poll interval elapsed ─────┼─▶ claim ≤ free slots (fair per tenant, SKIP LOCKED)
+                  stop requested ─────┘        │
+                                                ▼
+   heartbeat thread ── renews leases ──▶ run agent (timeout) ──▶ fenced write of the outcome
+        │ lease lost / NOTIFY cancelled ──▶ stop the run, write nothing
+   reaper loop ──▶ expired leases: re-offer (`recovered`) or fail on the last attempt;
+                   quiet running tasks: `stalled`
 ```
 
 Every write is fenced on (state, lease owner, attempt): a worker that lost its task
-(cancelled, or re-offered after its lease expired) writes nothing more.
+writes nothing more. On shutdown the pool stops claiming, lets runs finish within
+a grace period, then stops the rest and releases their leases so that another
+process resumes them at once.
 """
 
 from __future__ import annotations
@@ -17,20 +23,26 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import socket
 import uuid
 
 from taskservice.db import TRANSIENT_ERRORS
+from taskservice.db.leases import LeaseStore
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.models import Lease, Task
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 from taskservice.worker.executor import Completed, Executor, Failed, Outcome
+from taskservice.worker.heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
 
-CLAIM_RETRY_DELAY = 1.0  # seconds, after a failed claim (database unavailable)
+RETRY_DELAY = 1.0  # seconds, after a database error in a loop
+# Events after which a task may be claimable: wake the claim loop.
+_WAKE_TYPES = frozenset({"recovered", "released"})
+_WAKE_TARGETS = frozenset({TaskState.PENDING.value, TaskState.RUNNING.value})
 
 
 def new_worker_id() -> str:
@@ -43,26 +55,40 @@ class WorkerPool:
         self,
         *,
         store: TaskStore,
+        leases: LeaseStore,
         executor: Executor,
         hub: EventHub,
         settings: Settings,
+        database_url: str,
     ) -> None:
         self.store = store
+        self.leases = leases
         self.executor = executor
         self.hub = hub
         self.settings = settings
         self.worker_id = new_worker_id()
+        self.heartbeat = Heartbeat(
+            database_url=database_url,
+            owner=self.worker_id,
+            lease_seconds=settings.lease_seconds,
+            on_lost=self._on_leases_lost,
+        )
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
-        self._loop_task: asyncio.Task[None] | None = None
+        self._leases: dict[uuid.UUID, Lease] = {}
+        self._loops: list[asyncio.Task[None]] = []
         self._unsubscribe = hub.subscribe(self._on_event)
         hub.on_reconnect(self._wake.set)
 
     # -- lifecycle --------------------------------------------------------------
 
     async def start(self) -> None:
-        self._loop_task = asyncio.create_task(self._claim_loop(), name="worker-claim-loop")
+        self.heartbeat.start()
+        self._loops = [
+            asyncio.create_task(self._claim_loop(), name="worker-claim"),
+            asyncio.create_task(self._reaper_loop(), name="worker-reaper"),
+        ]
         log.info(
             "worker %s started: concurrency %d, lease %.0fs",
             self.worker_id,
@@ -71,16 +97,35 @@ class WorkerPool:
         )
 
     async def stop(self) -> None:
+        """Stop claiming; let runs finish within the grace period; stop and release
+        the rest so another process takes them over at once."""
         self._stopping.set()
         self._wake.set()
-        if self._loop_task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
-        runs = list(self._runs.values())
-        for run in runs:
-            run.cancel()
-        await asyncio.gather(*runs, return_exceptions=True)
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        runs = dict(self._runs)
+        if runs:
+            grace = self.settings.shutdown_grace_seconds
+            log.info("waiting up to %.0fs for %d run(s) to finish", grace, len(runs))
+            _, unfinished = await asyncio.wait(runs.values(), timeout=grace)
+            stopped = [task_id for task_id, run in runs.items() if run in unfinished]
+            leases = {task_id: self._leases[task_id] for task_id in stopped}
+            for task_id in stopped:
+                runs[task_id].cancel()
+            await asyncio.gather(*unfinished, return_exceptions=True)
+            for task_id, lease in leases.items():
+                await self._release(task_id, lease)
+        await self.heartbeat.stop()
         self._unsubscribe()
+
+    async def _release(self, task_id: uuid.UUID, lease: Lease) -> None:
+        try:
+            released = await self.leases.release(task_id, lease=lease, reason="shutdown")
+        except TRANSIENT_ERRORS:
+            log.exception("task %s: could not release; its lease will expire", task_id)
+            return
+        log.info("task %s: %s", task_id, "released" if released else "no longer ours")
 
     @property
     def running(self) -> int:
@@ -89,11 +134,20 @@ class WorkerPool:
     # -- claiming ---------------------------------------------------------------
 
     def _on_event(self, notice: EventNotice) -> None:
-        if notice.type == "state_change" and notice.target == TaskState.PENDING.value:
+        if notice.type in _WAKE_TYPES or (
+            notice.type == "state_change" and notice.target in _WAKE_TARGETS
+        ):
             self._wake.set()
-        elif notice.target == TaskState.CANCELLED.value and notice.task_id in self._runs:
-            # The API already wrote `cancelled`; stop the agent now.
+        if notice.target == TaskState.CANCELLED.value and notice.task_id in self._runs:
+            log.info("task %s: cancelled; stopping its run", notice.task_id)
             self._runs[notice.task_id].cancel()
+
+    def _on_leases_lost(self, lost: set[uuid.UUID]) -> None:
+        for task_id in lost:
+            run = self._runs.get(task_id)
+            if run is not None:
+                log.warning("task %s: lease lost; stopping its run", task_id)
+                run.cancel()
 
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():
@@ -102,50 +156,57 @@ class WorkerPool:
             claimed: list[Task] = []
             if free > 0:
                 try:
-                    claimed = await self.store.claim(
-                        owner=self.worker_id, limit=free, lease_seconds=self.settings.lease_seconds
+                    claimed = await self.leases.claim(
+                        owner=self.worker_id,
+                        limit=free,
+                        lease_seconds=self.settings.lease_seconds,
+                        tenant_cap=self.settings.tenant_max_running,
                     )
                 except TRANSIENT_ERRORS as exc:
                     log.warning("claim failed (%s); retrying", exc)
-                    await asyncio.sleep(CLAIM_RETRY_DELAY)
+                    await asyncio.sleep(RETRY_DELAY)
                     continue
                 for task in claimed:
-                    self._runs[task.id] = asyncio.create_task(
-                        self._execute(task), name=f"run-{task.id}"
-                    )
-            if claimed and len(claimed) == free:
-                continue  # maybe more are waiting: claim again when a slot frees
+                    self._start(task)
+            if claimed:
+                continue  # there may be more: claim again while slots are free
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_interval)
 
-    # -- running ----------------------------------------------------------------
-
-    async def _execute(self, task: Task) -> None:
+    def _start(self, task: Task) -> None:
         lease = task.lease
         assert lease is not None
-        run = asyncio.create_task(self._run_agent(task), name=f"agent-{task.id}")
-        heartbeat = asyncio.create_task(self._heartbeat(task, lease, run))
+        self._leases[task.id] = lease
+        self.heartbeat.hold(task.id, lease.attempt)
+        self._runs[task.id] = asyncio.create_task(self._execute(task, lease), name=f"run-{task.id}")
+
+    # -- running ----------------------------------------------------------------
+
+    async def _execute(self, task: Task, lease: Lease) -> None:
         try:
-            outcome = await run
+            outcome = await self._run_agent(task)
             await self._finish(task, lease, outcome)
         except asyncio.CancelledError:
-            # Cancelled by the API, lease lost, or shutdown: the task is not ours to write.
-            run.cancel()
+            # Cancelled by the API, lease lost, or shutdown: not ours to write.
             log.info("task %s: run stopped (attempt %d)", task.id, lease.attempt)
         except TRANSIENT_ERRORS:
             # The outcome could not be written; the lease will expire and the task
             # will be offered again.
             log.exception("task %s: could not record the outcome", task.id)
         finally:
-            heartbeat.cancel()
+            self.heartbeat.drop(task.id)
             self._runs.pop(task.id, None)
+            self._leases.pop(task.id, None)
             self._wake.set()  # a slot is free
 
     async def _run_agent(self, task: Task) -> Outcome:
+        timeout = task.timeout_seconds or self.settings.task_timeout_seconds
         try:
-            return await self.executor.run(task)
-        except asyncio.CancelledError:
-            raise
+            async with asyncio.timeout(timeout):
+                return await self.executor.run(task)
+        except TimeoutError:
+            message = f"the run exceeded its timeout of {timeout:g} s"
+            return Failed({"type": "timeout", "message": message}, {})
         except Exception as exc:
             log.exception("task %s: agent run raised", task.id)
             return Failed({"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}, {})
@@ -163,18 +224,25 @@ class WorkerPool:
         if written is None:
             log.info("task %s: outcome dropped, the task is no longer ours", task.id)
 
-    async def _heartbeat(self, task: Task, lease: Lease, run: asyncio.Task[Outcome]) -> None:
-        interval = self.settings.lease_seconds / 3
-        while True:
-            await asyncio.sleep(interval)
+    # -- recovery ---------------------------------------------------------------
+
+    async def _reaper_loop(self) -> None:
+        interval = self.settings.reap_interval
+        while not self._stopping.is_set():
+            # Jitter keeps replicas from reaping in lockstep.
+            await asyncio.sleep(interval * random.uniform(0.5, 1.5))
             try:
-                still_ours = await self.store.heartbeat(
-                    task.id, lease=lease, lease_seconds=self.settings.lease_seconds
-                )
+                recovered, failed = await self.leases.reap()
+                stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
             except TRANSIENT_ERRORS as exc:
-                log.warning("task %s: heartbeat failed (%s)", task.id, exc)
+                log.warning("reaper failed (%s); retrying", exc)
                 continue
-            if not still_ours:
-                log.info("task %s: lease lost; stopping the run", task.id)
-                run.cancel()
-                return
+            if recovered or failed or stalled:
+                log.info(
+                    "reaper: %d recovered, %d failed (no attempts left), %d stalled",
+                    recovered,
+                    failed,
+                    stalled,
+                )
+            if recovered:
+                self._wake.set()

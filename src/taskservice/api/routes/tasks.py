@@ -60,6 +60,7 @@ async def create_task(
         parent_id=body.parent_id,
         context_id=body.context_id,
         max_attempts=body.max_attempts,
+        timeout_seconds=body.timeout_seconds,
         idempotency_key=idempotency_key,
     )
     response.headers["Location"] = f"/v1/tasks/{task.id}"

@@ -1,0 +1,316 @@
+"""Worker-side SQL: claim, heartbeat, release, and the reaper's recovery statements.
+
+Every write here is fenced. A claim hands out (owner, attempt) leases; a heartbeat
+or release only touches rows still held by that lease; the reaper only touches rows
+whose lease has expired *at the moment it writes* (the condition is re-checked on
+the locked row), so it can never overwrite a task that finished or was renewed a
+moment earlier.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy.types import Float, Integer, Interval, Text
+
+from taskservice.db.sql import Database, Statement
+from taskservice.db.store import task_from_row
+from taskservice.models import Lease, Task
+
+
+def _claimable(alias: str = "") -> str:
+    """Must match the predicate of the ix_tasks_claimable index."""
+    p = f"{alias}." if alias else ""
+    return f"({p}state = 'pending' OR ({p}state = 'running' AND {p}lease_owner IS NULL))"
+
+
+# Claim up to :p_limit tasks, fairly across tenants: walk the tenants that have
+# claimable tasks (a loose index scan over ix_tasks_claimable), give each a share of
+# :p_limit within its free slots under the per-tenant cap, and lock that many of its
+# oldest tasks, skipping rows other claimers hold — a tenant with a deep backlog
+# gets its share like everyone else. A claim may return fewer than :p_limit while
+# work remains (a tenant had less than its share): the pool claims again.
+# Pending tasks become running; running tasks without an owner (input arrived, or
+# a lease expired) are taken over. Attempt grows.
+# Every tenant with claimable work is visited per claim: fine for tens of tenants
+# with backlogs at once; thousands would want a rotating window.
+_CLAIM = Statement(
+    text(f"""
+WITH RECURSIVE tenants AS (
+    (SELECT tenant FROM tasks WHERE {_claimable()} ORDER BY tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.tenant FROM tasks t
+            WHERE {_claimable("t")}
+              AND t.tenant > tenants.tenant
+            ORDER BY t.tenant LIMIT 1)
+    FROM tenants WHERE tenants.tenant IS NOT NULL
+),
+free AS (
+    SELECT tenant,
+           CASE WHEN CAST(:p_cap AS integer) IS NULL THEN :p_limit
+                ELSE :p_cap - (SELECT count(*) FROM tasks r
+                               WHERE r.tenant = tenants.tenant AND r.state = 'running'
+                                 AND r.lease_owner IS NOT NULL)
+           END AS slots
+    FROM tenants WHERE tenant IS NOT NULL
+),
+budget AS (
+    -- :p_limit shared out as evenly as it goes, the remainder to tenants in random
+    -- order (so no tenant is always last); never more than a tenant's free slots.
+    SELECT tenant,
+           least(slots, :p_limit / count(*) OVER ()
+                        + CASE WHEN row_number() OVER (ORDER BY random())
+                                    <= :p_limit % count(*) OVER () THEN 1 ELSE 0 END
+           ) AS quota
+    FROM free
+),
+picks AS (
+    -- Locked per tenant, so the scan skips rows other claimers hold and goes on.
+    SELECT p.id, p.prior_state, b.tenant
+    FROM budget b CROSS JOIN LATERAL (
+        SELECT id, state AS prior_state
+        FROM tasks
+        WHERE tasks.tenant = b.tenant AND {_claimable("tasks")}
+        ORDER BY id
+        LIMIT greatest(b.quota, 0)
+        FOR UPDATE SKIP LOCKED
+    ) p
+),
+c AS (
+    SELECT id, prior_state FROM picks
+),
+t AS (
+    UPDATE tasks SET
+        state = 'running',
+        lease_owner = :p_owner,
+        lease_expires_at = now() + :p_lease,
+        attempt = tasks.attempt + 1,
+        event_seq = tasks.event_seq + 1,
+        started_at = coalesce(tasks.started_at, now()),
+        updated_at = now()
+    FROM c WHERE tasks.id = c.id
+    RETURNING tasks.*, c.prior_state
+),
+e AS (
+    INSERT INTO task_events (task_id, tenant, seq, type, data)
+    SELECT id, tenant, event_seq,
+           CASE WHEN prior_state = 'pending' THEN 'state_change' ELSE 'claimed' END,
+           jsonb_build_object('from', prior_state, 'to', 'running',
+                              'worker', lease_owner, 'attempt', attempt)
+    FROM t
+    RETURNING task_id
+)
+SELECT t.* FROM t JOIN e ON e.task_id = t.id ORDER BY t.id
+""").bindparams(
+        bindparam("p_cap", type_=Integer),
+        bindparam("p_limit", type_=Integer),
+        bindparam("p_owner", type_=Text),
+        bindparam("p_lease", type_=Interval),
+    )
+)
+
+# Claims that must respect a per-tenant cap exactly run one at a time: the count
+# of running tasks must be read after the previous claimer committed.
+CLAIM_LOCK = 0x7A5C_C1A1  # arbitrary, stable: "taskservice claim"
+
+# Renew every lease this worker holds in one statement; returns those still held.
+_HEARTBEAT = Statement(
+    text("""
+UPDATE tasks SET lease_expires_at = now() + :p_lease
+FROM unnest(CAST(:p_ids AS uuid[]), CAST(:p_attempts AS integer[])) AS held(id, attempt)
+WHERE tasks.id = held.id AND tasks.attempt = held.attempt
+  AND tasks.state = 'running' AND tasks.lease_owner = :p_owner
+RETURNING tasks.id
+""").bindparams(bindparam("p_lease", type_=Interval), bindparam("p_owner", type_=Text))
+)
+
+
+def _owner_released(event_type: str) -> str:
+    # Leave a running task ownerless, so that any worker may claim it now.
+    return f"""
+WITH t AS (
+    UPDATE tasks SET lease_owner = NULL, lease_expires_at = NULL,
+                     event_seq = tasks.event_seq + 1, updated_at = now()
+    FROM (SELECT id, lease_owner AS lost_owner FROM tasks
+          WHERE {{where}}
+          ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
+    WHERE tasks.id = x.id AND {{recheck}}
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner
+)
+INSERT INTO task_events (task_id, tenant, seq, type, data)
+SELECT id, tenant, event_seq, '{event_type}',
+       jsonb_build_object('worker', lost_owner, 'attempt', attempt{{extra}})
+FROM t
+RETURNING task_id
+"""
+
+
+_RELEASE = Statement(
+    text(
+        _owner_released("released").format(
+            where="id = :p_id AND state = 'running' AND lease_owner = :p_owner "
+            "AND attempt = :p_attempt",
+            recheck="tasks.lease_owner = :p_owner AND tasks.attempt = :p_attempt",
+            extra=", 'reason', :p_reason",
+        )
+    ).bindparams(
+        bindparam("p_id", type_=UUID(as_uuid=True)),
+        bindparam("p_owner", type_=Text),
+        bindparam("p_attempt", type_=Integer),
+        bindparam("p_limit", type_=Integer),
+        bindparam("p_reason", type_=Text),
+    )
+)
+
+_EXPIRED = (
+    "state = 'running' AND lease_owner IS NOT NULL AND lease_expires_at < now() "
+    "AND attempt {op} max_attempts"
+)
+_EXPIRED_RECHECK = "tasks.state = 'running' AND tasks.lease_expires_at < now()"
+
+# Expired leases with attempts left: offer the task again.
+_RECOVER = Statement(
+    text(
+        _owner_released("recovered").format(
+            where=_EXPIRED.format(op="<"), recheck=_EXPIRED_RECHECK, extra=""
+        )
+    ).bindparams(bindparam("p_limit", type_=Integer))
+)
+
+# Expired leases on the last attempt: the task fails, saying why.
+_EXHAUST = Statement(
+    text(f"""
+WITH t AS (
+    UPDATE tasks SET
+        state = 'failed',
+        error = jsonb_build_object(
+            'type', 'attempts_exhausted',
+            'message', 'worker ' || x.lost_owner || ' stopped renewing its lease on attempt '
+                       || tasks.attempt || ' of ' || tasks.max_attempts
+                       || '; no attempts are left'),
+        lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now(),
+        event_seq = tasks.event_seq + 1
+    FROM (SELECT id, lease_owner AS lost_owner FROM tasks
+          WHERE {_EXPIRED.format(op=">=")}
+          ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
+    WHERE tasks.id = x.id AND {_EXPIRED_RECHECK}
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner
+)
+INSERT INTO task_events (task_id, tenant, seq, type, data)
+SELECT id, tenant, event_seq, 'state_change',
+       jsonb_build_object('from', 'running', 'to', 'failed',
+                          'worker', lost_owner, 'attempt', attempt)
+FROM t
+RETURNING task_id
+""").bindparams(bindparam("p_limit", type_=Integer))
+)
+
+# Running tasks that recorded nothing for a while: say so, once per stall period.
+_STALLED = Statement(
+    text("""
+WITH t AS (
+    UPDATE tasks SET event_seq = tasks.event_seq + 1, updated_at = now()
+    FROM (SELECT id, updated_at AS quiet_since FROM tasks
+          WHERE state = 'running' AND lease_owner IS NOT NULL
+            AND updated_at < now() - :p_stall
+          LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
+    WHERE tasks.id = x.id AND tasks.state = 'running' AND tasks.updated_at < now() - :p_stall
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.lease_owner, x.quiet_since
+)
+INSERT INTO task_events (task_id, tenant, seq, type, data)
+SELECT id, tenant, event_seq, 'stalled',
+       jsonb_build_object('worker', lease_owner, 'quiet_since', quiet_since,
+                          'stall_seconds', CAST(:p_stall_seconds AS float))
+FROM t
+RETURNING task_id
+""").bindparams(
+        bindparam("p_stall", type_=Interval),
+        bindparam("p_stall_seconds", type_=Float),
+        bindparam("p_limit", type_=Integer),
+    )
+)
+
+REAP_BATCH = 100  # tasks per reaper statement
+
+
+async def renew(
+    conn: asyncpg.Connection,
+    *,
+    owner: str,
+    leases: Iterable[tuple[uuid.UUID, int]],
+    lease_seconds: float,
+) -> set[uuid.UUID]:
+    """Extend (task id, attempt) leases on any asyncpg connection (the heartbeat
+    thread has its own); return the ids still held."""
+    held = list(leases)
+    if not held:
+        return set()
+    params: dict[str, Any] = {
+        "p_lease": timedelta(seconds=lease_seconds),
+        "p_ids": [task_id for task_id, _ in held],
+        "p_attempts": [attempt for _, attempt in held],
+        "p_owner": owner,
+    }
+    return {row["id"] for row in await conn.fetch(_HEARTBEAT.sql, *_HEARTBEAT.args(params))}
+
+
+class LeaseStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def claim(
+        self, *, owner: str, limit: int, lease_seconds: float, tenant_cap: int | None = None
+    ) -> list[Task]:
+        params = {
+            "p_cap": tenant_cap,
+            "p_limit": limit,
+            "p_owner": owner,
+            "p_lease": timedelta(seconds=lease_seconds),
+        }
+        if tenant_cap is None:
+            rows = await self.db.fetch(_CLAIM, params)
+        else:
+            async with self.db.connection() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", CLAIM_LOCK)
+                rows = await conn.fetch(_CLAIM.sql, *_CLAIM.args(params))
+        return [task_from_row(row) for row in rows]
+
+    async def heartbeat(
+        self, *, owner: str, leases: Iterable[tuple[uuid.UUID, int]], lease_seconds: float
+    ) -> set[uuid.UUID]:
+        """Extend the given (task id, attempt) leases; return the ids still held."""
+        async with self.db.connection() as conn:
+            return await renew(conn, owner=owner, leases=leases, lease_seconds=lease_seconds)
+
+    async def release(self, task_id: uuid.UUID, *, lease: Lease, reason: str) -> bool:
+        """Give a running task back (graceful shutdown): it stays running, without an
+        owner, and any worker may claim it at once."""
+        params = {
+            "p_id": task_id,
+            "p_owner": lease.owner,
+            "p_attempt": lease.attempt,
+            "p_limit": 1,
+            "p_reason": reason,
+        }
+        return bool(await self.db.fetch(_RELEASE, params))
+
+    async def reap(self, *, limit: int = REAP_BATCH) -> tuple[int, int]:
+        """Re-offer tasks whose lease expired; fail those on their last attempt.
+        Returns (recovered, failed)."""
+        recovered = await self.db.fetch(_RECOVER, {"p_limit": limit})
+        failed = await self.db.fetch(_EXHAUST, {"p_limit": limit})
+        return len(recovered), len(failed)
+
+    async def mark_stalled(self, *, stall_seconds: float, limit: int = REAP_BATCH) -> int:
+        params = {
+            "p_stall": timedelta(seconds=stall_seconds),
+            "p_stall_seconds": stall_seconds,
+            "p_limit": limit,
+        }
+        return len(await self.db.fetch(_STALLED, params))
