@@ -8,6 +8,7 @@ migrated with alembic; each test starts from empty tables.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import secrets
 import uuid
@@ -139,10 +140,12 @@ async def client(make_client: ClientFactory) -> AsyncIterator[httpx.AsyncClient]
 async def wait_for(
     predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.02
 ) -> Any:
-    """Poll an async predicate until it returns something truthy."""
+    """Poll a predicate (plain or async) until it returns something truthy."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        value = await predicate()
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
         if asyncio.get_running_loop().time() > deadline:

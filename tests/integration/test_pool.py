@@ -1,0 +1,140 @@
+"""The worker pool in a real app: timeouts, a blocking agent, shutdown, reconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import httpx
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.engine import create_engine
+from taskservice.db.leases import LeaseStore
+from taskservice.db.sql import Database
+from tests.conftest import ClientFactory, wait_for
+from tests.integration.helpers import event_types
+
+
+async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        task = (await client.get(f"/v1/tasks/{task_id}")).json()
+        return task if task["state"] in states else None
+
+    return await wait_for(check, timeout=20)  # type: ignore[no-any-return]
+
+
+def sleeping(seconds: float) -> FunctionModel:
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(seconds)
+        return ModelResponse(parts=[TextPart("slept")])
+
+    return FunctionModel(answer)
+
+
+async def test_a_run_over_its_timeout_fails_saying_so(make_client: ClientFactory) -> None:
+    async with make_client(models={"slow": sleeping(30)}, workers_enabled=True) as client:
+        task = (
+            await client.post(
+                "/v1/tasks", json={"input": "x", "model": "slow", "timeout_seconds": 0.3}
+            )
+        ).json()
+        assert task["timeout_seconds"] == 0.3
+        done = await until_state(client, task["id"], "failed", "completed")
+        assert done["state"] == "failed"
+        assert done["error"]["type"] == "timeout"
+        assert "0.3 s" in done["error"]["message"]
+
+
+async def test_an_agent_blocking_the_event_loop_keeps_its_lease(
+    make_client: ClientFactory, database_url: str
+) -> None:
+    """The heartbeat runs in its own thread: while the agent blocks the loop for
+    three lease lengths, another process's reaper finds nothing to recover."""
+    lease = 0.6
+    started = threading.Event()
+
+    def blocking(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        started.set()
+        time.sleep(lease * 3)  # a sync call in an async agent: the loop is stuck
+        return ModelResponse(parts=[TextPart("done")])
+
+    async def blocking_async(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return blocking(messages, info)
+
+    reaped: list[tuple[int, int]] = []
+
+    def other_process_reaper() -> None:
+        async def probe() -> None:
+            engine = create_engine(database_url, pool_size=1)
+            leases = LeaseStore(Database(engine))
+            deadline = time.monotonic() + lease * 4
+            while time.monotonic() < deadline:
+                reaped.append(await leases.reap())
+                await asyncio.sleep(lease / 4)
+            await engine.dispose()
+
+        started.wait(10)
+        asyncio.run(probe())
+
+    async with make_client(
+        models={"blocking": FunctionModel(blocking_async)},
+        workers_enabled=True,
+        lease_seconds=lease,
+        reap_interval=60,
+    ) as client:
+        prober = threading.Thread(target=other_process_reaper)
+        prober.start()
+        task = (await client.post("/v1/tasks", json={"input": "x", "model": "blocking"})).json()
+        done = await until_state(client, task["id"], "completed", "failed")
+        await asyncio.to_thread(prober.join, 10)
+    assert done["state"] == "completed"
+    assert done["attempt"] == 1
+    assert len(reaped) >= 8
+    assert set(reaped) == {(0, 0)}
+
+
+async def test_shutdown_releases_unfinished_runs_for_others_to_resume(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    async with make_client(
+        models={"slow": sleeping(60)}, workers_enabled=True, shutdown_grace_seconds=0.3
+    ) as client:
+        task = (await client.post("/v1/tasks", json={"input": "x", "model": "slow"})).json()
+        await until_state(client, task["id"], "running")
+        pool = client.app.state.runtime.pool  # type: ignore[attr-defined]
+        await wait_for(lambda: pool.running == 1)
+    async with db.connect() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT state, lease_owner FROM tasks WHERE id = :id"), {"id": task["id"]}
+            )
+        ).one()
+    assert (row.state, row.lease_owner) == ("running", None)
+    kinds = [
+        kind for _, kind, _ in await event_types(db, row and __import__("uuid").UUID(task["id"]))
+    ]
+    assert kinds[-1] == "released"
+
+
+async def test_the_listener_reconnects_and_wakes_workers_after_its_backend_is_killed(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    # With a one-minute poll, only a notification can start a task promptly.
+    async with make_client(workers_enabled=True, poll_interval=60) as client:
+        hub = client.app.state.runtime.hub  # type: ignore[attr-defined]
+        old_pid = hub.backend_pid
+        assert old_pid is not None
+        async with db.connect() as conn:
+            await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old_pid})
+        await wait_for(lambda: asyncio.sleep(0, hub.reconnects >= 1 and hub.listening.is_set()))
+        assert hub.backend_pid not in (None, old_pid)
+        started = time.monotonic()
+        task = (await client.post("/v1/tasks", json={"input": "after the drop"})).json()
+        done = await until_state(client, task["id"], "completed")
+        assert done["attempt"] == 1
+        assert time.monotonic() - started < 5
