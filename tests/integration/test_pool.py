@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from typing import Any
 
 import httpx
@@ -115,9 +116,7 @@ async def test_shutdown_releases_unfinished_runs_for_others_to_resume(
             )
         ).one()
     assert (row.state, row.lease_owner) == ("running", None)
-    kinds = [
-        kind for _, kind, _ in await event_types(db, row and __import__("uuid").UUID(task["id"]))
-    ]
+    kinds = [kind for _, kind, _ in await event_types(db, uuid.UUID(task["id"]))]
     assert kinds[-1] == "released"
 
 
@@ -131,7 +130,7 @@ async def test_the_listener_reconnects_and_wakes_workers_after_its_backend_is_ki
         assert old_pid is not None
         async with db.connect() as conn:
             await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": old_pid})
-        await wait_for(lambda: asyncio.sleep(0, hub.reconnects >= 1 and hub.listening.is_set()))
+        await wait_for(lambda: hub.reconnects >= 1 and hub.listening.is_set())
         assert hub.backend_pid not in (None, old_pid)
         started = time.monotonic()
         task = (await client.post("/v1/tasks", json={"input": "after the drop"})).json()
