@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice.api.app import create_app
 from taskservice.db import migrate
 from taskservice.db.engine import asyncpg_dsn, create_engine
+from taskservice.db.sql import Database
 from taskservice.db.store import TaskStore
 from taskservice.db.tables import metadata
 from taskservice.settings import Settings
@@ -90,7 +91,7 @@ async def db(engine: AsyncEngine) -> AsyncEngine:
 
 @pytest.fixture
 def store(db: AsyncEngine) -> TaskStore:
-    return TaskStore(db)
+    return TaskStore(Database(db, pool_size=20))
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from taskservice.db.embedded import start_embedded
 from taskservice.db.engine import create_engine
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.leases import LeaseStore
+from taskservice.db.sql import Database
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub
 from taskservice.service import TaskService
@@ -68,7 +69,8 @@ class Runtime:
         async with AsyncExitStack() as stack:
             engine = create_engine(url, pool_size=settings.db_pool_size)
             stack.push_async_callback(engine.dispose)
-            store = TaskStore(engine)
+            db = Database(engine, pool_size=settings.db_pool_size)
+            store = TaskStore(db)
             keys = ApiKeyStore(engine)
             catalog = AgentCatalog(settings, models=models)
             auth = Authenticator(keys, settings)
@@ -87,7 +89,7 @@ class Runtime:
                 catalog.announce()
                 pool = WorkerPool(
                     store=store,
-                    leases=LeaseStore(store.db),
+                    leases=LeaseStore(db),
                     executor=Executor(catalog),
                     hub=hub,
                     settings=settings,

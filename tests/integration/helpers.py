@@ -21,7 +21,7 @@ async def new_task(store: TaskStore, *, tenant: str = "default", **fields: Any) 
         NewTask(
             tenant=tenant,
             input=fields.pop("input", "hello"),
-            agent=SPEC,
+            agent=fields.pop("agent", SPEC),
             metadata=fields.pop("metadata", {}),
             max_attempts=fields.pop("max_attempts", 3),
             **fields,

@@ -68,15 +68,13 @@ class Database:
     the failure surfaces as `DatabaseUnavailable`: nothing was committed, retry.
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, pool_size: int = 20) -> None:
         self.engine = engine
+        self._checkout_tries = pool_size + 1  # every pooled connection may be dead
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        try:
-            pooled = await self.engine.raw_connection()
-        except _DISCONNECTS as exc:
-            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+        pooled = await self._checkout()
         try:
             yield pooled.driver_connection
         except _DISCONNECTS as exc:
@@ -84,6 +82,21 @@ class Database:
             raise DatabaseUnavailable(f"lost the database connection: {exc}") from exc
         finally:
             pooled.close()
+
+    async def _checkout(self) -> Any:
+        # A pooled connection whose server went away (restart, pg_terminate_backend)
+        # has seen its socket close while idle: asyncpg knows without a round trip.
+        # Drop such connections instead of failing a request on each of them.
+        for _ in range(self._checkout_tries):
+            try:
+                pooled = await self.engine.raw_connection()
+            except _DISCONNECTS as exc:
+                raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+            driver = pooled.driver_connection
+            if driver is not None and not driver.is_closed():
+                return pooled
+            pooled.invalidate()
+        raise DatabaseUnavailable("no live database connection")
 
     async def fetch(self, statement: Statement, params: Mapping[str, Any]) -> list[Row]:
         async with self.connection() as conn:

@@ -31,7 +31,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import task_events, tasks
@@ -294,11 +293,10 @@ def _pending(new: NewTask, row: Row) -> Task:
 
 
 class TaskStore:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        # Every write is a single statement, so it runs without BEGIN/COMMIT round trips
+    def __init__(self, db: Database) -> None:
+        # Writes are single statements, so they run without BEGIN/COMMIT round trips
         # (outside a transaction block PostgreSQL commits each statement by itself).
-        self.db = Database(engine)
+        self.db = db
 
     # -- submit -----------------------------------------------------------------
 
