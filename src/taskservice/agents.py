@@ -27,12 +27,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PROFILE = "default"
 _OFFLINE_ECHO_CHARS = 200
+_AGENT_CACHE_SIZE = 256  # built agents kept, per distinct (profile, model, prompt)
 
 # Environment variables that make a hosted provider usable.
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GROQ_API_KEY")
 
 
-def _offline_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+def _answer_offline(messages: list[ModelMessage]) -> ModelResponse:
     prompt = ""
     for message in reversed(messages):
         for part in getattr(message, "parts", []):
@@ -53,14 +54,15 @@ def _offline_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
 def offline_model(delay: float = 0.0) -> Model:
     """The deterministic offline model; `offline:<seconds>` answers after a delay
     (for demos, load tests and failure drills)."""
-    if not delay:
-        return FunctionModel(_offline_answer, model_name=OFFLINE_MODEL)
 
-    async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        await asyncio.sleep(delay)
-        return _offline_answer(messages, info)
+    # async on purpose: pydantic-ai runs a sync model function in a worker thread.
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if delay:
+            await asyncio.sleep(delay)
+        return _answer_offline(messages)
 
-    return FunctionModel(slow, model_name=f"{OFFLINE_MODEL}:{delay:g}")
+    name = f"{OFFLINE_MODEL}:{delay:g}" if delay else OFFLINE_MODEL
+    return FunctionModel(answer, model_name=name)
 
 
 def _offline_delay(name: str) -> float | None:
@@ -84,6 +86,7 @@ class AgentCatalog:
         self.settings = settings
         # Extra named models (tests register FunctionModels here).
         self._models = dict(models or {})
+        self._agents: dict[AgentSpec, Agent[None, str]] = {}
 
     def resolve(
         self,
@@ -117,7 +120,16 @@ class AgentCatalog:
         return name  # a pydantic-ai model string, resolved (and keyed) by pydantic-ai
 
     def build(self, spec: AgentSpec) -> Agent[None, str]:
-        return Agent(self.model_for(spec.model), instructions=spec.system_prompt, output_type=str)
+        """Agents hold no per-run state: one per spec serves every run of it."""
+        agent = self._agents.get(spec)
+        if agent is None:
+            if len(self._agents) >= _AGENT_CACHE_SIZE:
+                self._agents.pop(next(iter(self._agents)))  # oldest first
+            agent = Agent(
+                self.model_for(spec.model), instructions=spec.system_prompt, output_type=str
+            )
+            self._agents[spec] = agent
+        return agent
 
     def announce(self) -> None:
         if self.settings.default_model == OFFLINE_MODEL:

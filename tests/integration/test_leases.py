@@ -240,6 +240,38 @@ async def test_cancelling_a_parent_cancels_its_live_descendants(
     assert (await store.get(grandchild.id)).lease_owner is None  # type: ignore[union-attr]
 
 
+async def test_cancelling_marks_open_tool_calls_of_the_task_and_its_children_failed(
+    db: AsyncEngine, store: TaskStore
+) -> None:
+    parent = await new_task(store)
+    child = await new_task(store, parent_id=parent.id)
+    async with db.begin() as conn:
+        for task_id, call, status in [
+            (parent.id, "c1", "in_progress"),
+            (parent.id, "c2", "completed"),
+            (child.id, "c3", "pending"),
+        ]:
+            await conn.execute(
+                text(
+                    "INSERT INTO task_calls (task_id, tool_call_id, name, status, attempt) "
+                    "VALUES (:t, :c, 'lookup', :s, 1)"
+                ),
+                {"t": task_id, "c": call, "s": status},
+            )
+    await store.cancel(parent.id, source=TaskState.PENDING, tenant="default", reason=None)
+    async with db.connect() as conn:
+        rows = (
+            await conn.execute(
+                text("SELECT tool_call_id, status, error FROM task_calls ORDER BY 1")
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        ("c1", "failed", "cancelled"),
+        ("c2", "completed", None),
+        ("c3", "failed", "cancelled"),
+    ]
+
+
 async def test_a_cancel_that_lost_its_race_cancels_no_descendants(
     db: AsyncEngine, store: TaskStore
 ) -> None:

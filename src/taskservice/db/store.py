@@ -251,9 +251,17 @@ SELECT id, tenant, event_seq, 'state_change',
                           'reason', :v_cancel_reason, 'cause', 'parent_cancelled',
                           'parent_id', parent_id)
 FROM t
+RETURNING task_id
 """).bindparams(
         bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("v_cancel_reason", type_=Text)
     )
+)
+
+_FAIL_OPEN_CALLS = Statement(
+    text("""
+UPDATE task_calls SET status = 'failed', error = 'cancelled', finished_at = now()
+WHERE task_id = ANY(CAST(:p_ids AS uuid[])) AND status IN ('pending', 'in_progress')
+""")
 )
 
 
@@ -445,5 +453,8 @@ class TaskStore:
             row = await conn.fetchrow(statement.sql, *statement.args(params))
             if row is None:
                 return None
-            await conn.execute(_CANCEL_DESCENDANTS.sql, *_CANCEL_DESCENDANTS.args(params))
+            below = await conn.fetch(_CANCEL_DESCENDANTS.sql, *_CANCEL_DESCENDANTS.args(params))
+            # Tool calls under way when the run stops never report back: close them.
+            ids = [task_id, *(r["task_id"] for r in below)]
+            await conn.execute(_FAIL_OPEN_CALLS.sql, *_FAIL_OPEN_CALLS.args({"p_ids": ids}))
         return task_from_row(row)

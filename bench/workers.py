@@ -1,0 +1,218 @@
+"""Worker throughput and pickup latency, with in-process workers.
+
+One `taskservice serve` process (API + workers) on a fresh database, the instant
+offline agent. Two phases:
+
+- light: tasks submitted at a fixed rate (default 50/s);
+- saturation: tasks submitted as fast as 32 concurrent clients can.
+
+Pickup latency is from the commit of a task's submit to the commit of its claim:
+both commits NOTIFY, and this script LISTENs on one connection, so the latency is
+the gap between the two notifications (delivery delay cancels out). Throughput is
+tasks completed per second in the saturation phase. CPU per task is the server
+process's CPU time over the saturation phase, beside the CPU of a bare pydantic-ai
+run of the same agent measured in this process.
+
+    .venv/bin/python bench/workers.py [--light-rate 50] [--light-seconds 10] [--burst 3000]
+
+Uses TASKSERVICE_DATABASE_URL's server, else the local one at 127.0.0.1:5432.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+import asyncpg
+import httpx
+
+sys.path.insert(0, os.path.dirname(__file__))
+from submit import DEFAULT_SERVER, drop_database, free_port, make_database, wait_ready
+
+CONCURRENCY = 32
+PROMPT = "Summarise the A2A protocol in one sentence."
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Watcher:
+    """Times each task's pending and running notifications, and counts completions."""
+
+    def __init__(self) -> None:
+        self.pending: dict[uuid.UUID, float] = {}
+        self.running: dict[uuid.UUID, float] = {}
+        self.completed = 0
+        self.done = asyncio.Event()
+        self.expected = 0
+
+    def on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        now = time.perf_counter()
+        _, task_id, _, _, _, target, _ = payload.split(",", 6)
+        key = uuid.UUID(task_id)
+        if target == "pending":
+            self.pending[key] = now
+        elif target == "running":
+            self.running[key] = now
+        elif target == "completed":
+            self.completed += 1
+            if self.completed >= self.expected:
+                self.done.set()
+
+    def latencies_ms(self, ids: set[uuid.UUID]) -> list[float]:
+        return [
+            (self.running[i] - self.pending[i]) * 1000
+            for i in ids
+            if i in self.running and i in self.pending
+        ]
+
+
+async def submit(client: httpx.AsyncClient) -> uuid.UUID:
+    response = await client.post("/v1/tasks", json={"input": PROMPT})
+    response.raise_for_status()
+    return uuid.UUID(response.json()["id"])
+
+
+async def light_phase(client: httpx.AsyncClient, rate: float, seconds: float) -> set[uuid.UUID]:
+    ids: set[uuid.UUID] = set()
+    start = time.perf_counter()
+    for n in range(int(rate * seconds)):
+        await asyncio.sleep(max(0.0, start + n / rate - time.perf_counter()))
+        ids.add(await submit(client))
+    return ids
+
+
+async def burst_phase(client: httpx.AsyncClient, count: int) -> set[uuid.UUID]:
+    queue = iter(range(count))
+    ids: set[uuid.UUID] = set()
+
+    async def submitter() -> None:
+        for _ in queue:
+            ids.add(await submit(client))
+
+    await asyncio.gather(*(submitter() for _ in range(CONCURRENCY)))
+    return ids
+
+
+async def bare_agent_cpu_us(runs: int = 2000) -> float:
+    from pydantic_ai import Agent
+
+    from taskservice.agents import offline_model
+
+    agent = Agent(offline_model(), instructions="You are a helpful sub-agent.")
+    for _ in range(200):
+        await agent.run(PROMPT)
+    start = time.process_time()
+    for _ in range(runs):
+        await agent.run(PROMPT)
+    return (time.process_time() - start) / runs * 1e6
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--light-rate", type=float, default=50)
+    parser.add_argument("--light-seconds", type=float, default=10)
+    parser.add_argument("--burst", type=int, default=3000)
+    parser.add_argument("--worker-concurrency", type=int, default=16)
+    args = parser.parse_args()
+
+    server = os.environ.get("TASKSERVICE_DATABASE_URL", DEFAULT_SERVER)
+    url = await make_database(server)
+    port = free_port()
+    env = {
+        **os.environ,
+        "TASKSERVICE_DATABASE_URL": url,
+        "TASKSERVICE_WORKER_CONCURRENCY": str(args.worker_concurrency),
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "taskservice.cli",
+            "--log-level",
+            "warning",
+            "serve",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    watcher = Watcher()
+    listener = None
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz", process)
+        listener = await asyncpg.connect(url)
+        await listener.add_listener("taskservice_events", watcher.on_notify)
+        limits = httpx.Limits(max_connections=CONCURRENCY)
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30
+        ) as client:
+            for _ in range(100):  # warm up
+                await submit(client)
+            await asyncio.sleep(1)
+
+            light = await light_phase(client, args.light_rate, args.light_seconds)
+            await asyncio.sleep(1)
+
+            watcher.completed, watcher.expected = 0, args.burst
+            watcher.done.clear()
+            cpu_before = cpu_seconds(process.pid)
+            started = time.perf_counter()
+            burst = await burst_phase(client, args.burst)
+            await asyncio.wait_for(watcher.done.wait(), timeout=300)
+            elapsed = time.perf_counter() - started
+            cpu_used = cpu_seconds(process.pid) - cpu_before
+    finally:
+        if listener is not None:
+            await listener.close()
+        process.terminate()
+        process.wait(timeout=60)
+        await drop_database(server, url)
+
+    agent_us = await bare_agent_cpu_us()
+    light_ms = watcher.latencies_ms(light)
+    burst_ms = watcher.latencies_ms(burst)
+    per_task_us = cpu_used / args.burst * 1e6
+    print(
+        f"{os.cpu_count()} CPUs, worker concurrency {args.worker_concurrency}, "
+        f"PostgreSQL at {server.rsplit('@', 1)[-1]}"
+    )
+    print(
+        f"pickup latency, light load ({args.light_rate:g}/s, {len(light_ms)} tasks): "
+        f"p50 {statistics.median(light_ms):.1f} ms, p99 {percentile(light_ms, 0.99):.1f} ms "
+        "(targets 5 / 25)"
+    )
+    print(
+        f"pickup latency, saturation ({len(burst_ms)} tasks): "
+        f"p50 {statistics.median(burst_ms):.1f} ms, p99 {percentile(burst_ms, 0.99):.1f} ms"
+    )
+    print(
+        f"end to end at saturation: {args.burst / elapsed:.0f} tasks/s, submit to completed "
+        "(target >= 250)"
+    )
+    print(
+        f"server CPU per task (API + worker + agent): {per_task_us:.0f} us; "
+        f"bare pydantic-ai run of the same agent: {agent_us:.0f} us; "
+        f"service's own: {per_task_us - agent_us:.0f} us = "
+        f"{(per_task_us - agent_us) / agent_us:.2f} x the agent run (target <= 0.5)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
