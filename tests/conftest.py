@@ -114,12 +114,14 @@ def make_client(db: AsyncEngine, settings: Settings) -> ClientFactory:
 
     @asynccontextmanager
     async def factory(
-        models: dict[str, Model] | None = None, **overrides: Any
+        models: dict[str, Model] | None = None,
+        tools: dict[str, Any] | None = None,
+        **overrides: Any,
     ) -> AsyncIterator[httpx.AsyncClient]:
         app_settings = settings.model_copy(update=overrides)
         if models:
             app_settings.allowed_models = [*app_settings.allowed_models, *models]
-        app = create_app(app_settings, models=models)
+        app = create_app(app_settings, models=models, tools=tools)
         async with (
             LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager,
             httpx.AsyncClient(

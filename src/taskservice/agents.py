@@ -1,23 +1,37 @@
-"""Agent profiles and model resolution: the one place that knows pydantic-ai.
+"""Agent profiles, tools and model resolution: the one place that knows pydantic-ai.
 
-A task names a profile (today: `default`) and may override the system prompt and,
-from the allow-list, the model. Model names are pydantic-ai model strings
-(`openai-chat:gpt-4o`, `anthropic:…`, `ollama:…`); `offline` is a deterministic
-model that needs no API key, so the service works out of the box, and
-`offline:<seconds>` is the same answering after a delay.
+A profile names a system prompt, a model, the tools it may use, a request limit
+and an output kind. A task names a profile (`default` unless it says otherwise) and
+may override the system prompt and, from the operator's allow-list, the model.
+Model names are pydantic-ai model strings (`openai-chat:gpt-4o`, `anthropic:…`,
+`ollama:…`); with `TASKSERVICE_OPENAI_BASE_URL` set, `openai:`/`openai-chat:`
+models go to that OpenAI-compatible server. `offline` is a deterministic model that
+needs no API key, so the service works out of the box; `offline:<seconds>` answers
+after a delay.
+
+Tools report to the worker through `RunHooks` (the run's `deps`), which records
+every call in the step ledger.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 import os
-from collections.abc import Mapping
+import tomllib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.exceptions import CallDeferred, ModelRetry, ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests
 
 from taskservice.errors import InvalidRequest
 from taskservice.models import AgentSpec
@@ -26,11 +40,86 @@ from taskservice.settings import OFFLINE_MODEL, Settings
 log = logging.getLogger(__name__)
 
 DEFAULT_PROFILE = "default"
+ASK_USER = "ask_user"
 _OFFLINE_ECHO_CHARS = 200
 _AGENT_CACHE_SIZE = 256  # built agents kept, per distinct (profile, model, prompt)
-
 # Environment variables that make a hosted provider usable.
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GROQ_API_KEY")
+
+Output = Literal["text", "json"]
+
+
+class ProfileError(ValueError):
+    """The agent profiles file is invalid (found at start-up)."""
+
+
+class RunHooks(Protocol):
+    """What a running agent reports to its worker (the run's `deps`)."""
+
+    async def tool_started(self, call_id: str, name: str, arguments: Any) -> None: ...
+
+    async def tool_finished(
+        self,
+        call_id: str,
+        name: str,
+        arguments: Any,
+        *,
+        result: Any = None,
+        error: str | None = None,
+    ) -> None: ...
+
+    async def tool_deferred(self, call_id: str, name: str, arguments: Any) -> None: ...
+
+    async def progress(self, percent: float, note: str) -> None: ...
+
+
+# -- built-in tools ----------------------------------------------------------------
+
+
+async def report_progress(ctx: RunContext[RunHooks], percent: float, note: str = "") -> str:
+    """Report how far along the task is, from 0 to 100, with a short note."""
+    if not 0 <= percent <= 100:
+        raise ModelRetry("percent must be between 0 and 100")
+    await ctx.deps.progress(percent, note)
+    return "progress recorded"
+
+
+async def ask_user(ctx: RunContext[RunHooks], question: str) -> str:
+    """Ask the person who submitted the task a question. The task waits for the answer."""
+    raise CallDeferred(metadata={"question": question}, kind="question")
+
+
+ToolFunction = Callable[..., Awaitable[Any]]
+BUILTIN_TOOLS: dict[str, ToolFunction] = {"report_progress": report_progress, ASK_USER: ask_user}
+
+
+def _ledgered(name: str, function: ToolFunction) -> ToolFunction:
+    """Record a tool call's start and end in the ledger around the tool itself."""
+
+    @functools.wraps(function)
+    async def run(ctx: RunContext[RunHooks], **arguments: Any) -> Any:
+        call_id = ctx.tool_call_id or ""
+        await ctx.deps.tool_started(call_id, name, arguments)
+        try:
+            result = await function(ctx, **arguments)
+        except CallDeferred:
+            await ctx.deps.tool_deferred(call_id, name, arguments)
+            raise  # answered from outside (input)
+        except (ModelRetry, ToolFailed) as exc:
+            await ctx.deps.tool_finished(call_id, name, arguments, error=str(exc))
+            raise
+        except Exception as exc:
+            await ctx.deps.tool_finished(
+                call_id, name, arguments, error=f"{type(exc).__name__}: {exc}"
+            )
+            raise
+        await ctx.deps.tool_finished(call_id, name, arguments, result=result)
+        return result
+
+    return run
+
+
+# -- the offline model -------------------------------------------------------------
 
 
 def _answer_offline(messages: list[ModelMessage]) -> ModelResponse:
@@ -79,14 +168,86 @@ def _offline_delay(name: str) -> float | None:
     return delay if 0 <= delay <= 3600 else None
 
 
-class AgentCatalog:
-    """Resolves what a request asks for into an `AgentSpec`, and specs into agents."""
+# -- profiles ----------------------------------------------------------------------
 
-    def __init__(self, settings: Settings, *, models: Mapping[str, Model] | None = None) -> None:
-        self.settings = settings
-        # Extra named models (tests register FunctionModels here).
-        self._models = dict(models or {})
-        self._agents: dict[AgentSpec, Agent[None, str]] = {}
+
+@dataclass(frozen=True, slots=True)
+class AgentProfile:
+    name: str
+    system_prompt: str
+    model: str
+    tools: tuple[str, ...] = ()
+    request_limit: int = 20
+    output: Output = "text"
+    description: str = ""
+
+
+_PROFILE_KEYS = {"system_prompt", "model", "tools", "request_limit", "output", "description"}
+
+
+def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, AgentProfile]:
+    """The `default` profile from settings, then any from `TASKSERVICE_AGENTS_FILE`
+    (TOML or JSON: a table per profile under `agents`)."""
+    default = AgentProfile(
+        name=DEFAULT_PROFILE,
+        system_prompt=settings.default_system_prompt,
+        model=settings.default_model,
+        tools=tuple(settings.default_tools),
+        request_limit=settings.default_request_limit,
+    )
+    profiles = {DEFAULT_PROFILE: default}
+    if settings.agents_file is None:
+        _check_tools(default, known_tools)
+        return profiles
+    path = Path(settings.agents_file)
+    try:
+        raw = path.read_text()
+        document = json.loads(raw) if path.suffix == ".json" else tomllib.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"cannot read agent profiles from {path}: {exc}") from exc
+    for name, spec in dict(document.get("agents", {})).items():
+        if not isinstance(spec, dict) or set(spec) - _PROFILE_KEYS:
+            unknown = set(spec) - _PROFILE_KEYS if isinstance(spec, dict) else spec
+            raise ProfileError(f"profile {name!r}: unknown keys {unknown}")
+        base = profiles.get(name, default)
+        profiles[name] = AgentProfile(
+            name=name,
+            system_prompt=str(spec.get("system_prompt", base.system_prompt)),
+            model=str(spec.get("model", base.model)),
+            tools=tuple(spec.get("tools", base.tools)),
+            request_limit=int(spec.get("request_limit", base.request_limit)),
+            output=spec.get("output", base.output),
+            description=str(spec.get("description", "")),
+        )
+    for profile in profiles.values():
+        _check_tools(profile, known_tools)
+        if profile.output not in ("text", "json"):
+            raise ProfileError(f"profile {profile.name!r}: output must be 'text' or 'json'")
+        if profile.request_limit < 1:
+            raise ProfileError(f"profile {profile.name!r}: request_limit must be at least 1")
+    return profiles
+
+
+def _check_tools(profile: AgentProfile, known: set[str]) -> None:
+    unknown = set(profile.tools) - known
+    if unknown:
+        raise ProfileError(
+            f"profile {profile.name!r}: unknown tools {sorted(unknown)}; known: {sorted(known)}"
+        )
+
+
+@dataclass
+class AgentCatalog:
+    """Resolves requests into `AgentSpec`s, and specs into (cached) agents."""
+
+    settings: Settings
+    models: Mapping[str, Model] = field(default_factory=dict)
+    tools: Mapping[str, ToolFunction] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._tools = {**BUILTIN_TOOLS, **self.tools}
+        self.profiles = load_profiles(self.settings, known_tools=set(self._tools))
+        self._agents: dict[AgentSpec, Agent[RunHooks, Any]] = {}
 
     def resolve(
         self,
@@ -96,39 +257,62 @@ class AgentCatalog:
         model: str | None = None,
     ) -> AgentSpec:
         name = profile or DEFAULT_PROFILE
-        if name != DEFAULT_PROFILE:
-            raise InvalidRequest(f"unknown agent profile {name!r}", field="agent")
-        chosen = model or self.settings.default_model
-        if chosen not in self.settings.allowed_models:
+        chosen = self.profiles.get(name)
+        if chosen is None:
+            known = ", ".join(sorted(self.profiles))
+            raise InvalidRequest(f"unknown agent profile {name!r}; known: {known}", field="agent")
+        if model is not None and model not in self.settings.allowed_models:
             allowed = ", ".join(self.settings.allowed_models)
             raise InvalidRequest(
-                f"model {chosen!r} is not allowed; allowed: {allowed}",
-                field="model",
+                f"model {model!r} is not allowed; allowed: {allowed}", field="model"
             )
         return AgentSpec(
             profile=name,
-            model=chosen,
-            system_prompt=system_prompt or self.settings.default_system_prompt,
+            model=model or chosen.model,
+            system_prompt=system_prompt or chosen.system_prompt,
         )
 
+    def profile(self, name: str) -> AgentProfile | None:
+        return self.profiles.get(name)
+
     def model_for(self, name: str) -> Model | str:
-        if name in self._models:
-            return self._models[name]
+        if name in self.models:
+            return self.models[name]
         delay = _offline_delay(name)
         if delay is not None:
             return offline_model(delay)
+        provider, _, model_name = name.partition(":")
+        if self.settings.openai_base_url and provider in ("openai", "openai-chat"):
+            from pydantic_ai.models.openai import OpenAIChatModel
+            from pydantic_ai.providers.openai import OpenAIProvider
+
+            api_key = self.settings.openai_api_key or os.environ.get("OPENAI_API_KEY") or "none"
+            return OpenAIChatModel(
+                model_name,
+                provider=OpenAIProvider(base_url=self.settings.openai_base_url, api_key=api_key),
+            )
         return name  # a pydantic-ai model string, resolved (and keyed) by pydantic-ai
 
-    def build(self, spec: AgentSpec) -> Agent[None, str]:
+    def build(self, spec: AgentSpec) -> Agent[RunHooks, Any]:
         """Agents hold no per-run state: one per spec serves every run of it."""
         agent = self._agents.get(spec)
-        if agent is None:
-            if len(self._agents) >= _AGENT_CACHE_SIZE:
-                self._agents.pop(next(iter(self._agents)))  # oldest first
-            agent = Agent(
-                self.model_for(spec.model), instructions=spec.system_prompt, output_type=str
-            )
-            self._agents[spec] = agent
+        if agent is not None:
+            return agent
+        profile = self.profiles[spec.profile]
+        output: Any = str if profile.output == "text" else dict[str, Any]
+        agent = Agent(
+            self.model_for(spec.model),
+            instructions=spec.system_prompt,
+            output_type=[output, DeferredToolRequests],
+            deps_type=RunHooks,
+            tools=[
+                Tool(_ledgered(name, self._tools[name]), takes_ctx=True, name=name)
+                for name in profile.tools
+            ],
+        )
+        if len(self._agents) >= _AGENT_CACHE_SIZE:
+            self._agents.pop(next(iter(self._agents)))  # oldest first
+        self._agents[spec] = agent
         return agent
 
     def announce(self) -> None:

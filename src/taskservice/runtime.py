@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.agents import AgentCatalog
+from taskservice.agents import AgentCatalog, ToolFunction
 from taskservice.auth import Authenticator
 from taskservice.db import migrate
 from taskservice.db.embedded import start_embedded
 from taskservice.db.engine import create_engine
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.leases import LeaseStore
+from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Database
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub
@@ -61,6 +62,7 @@ class Runtime:
         api: bool = True,
         workers: bool = True,
         models: Mapping[str, Model] | None = None,
+        tools: Mapping[str, ToolFunction] | None = None,
         migrate_schema: bool = True,
     ) -> AsyncIterator[Runtime]:
         url = await resolve_database_url(settings)
@@ -72,7 +74,7 @@ class Runtime:
             db = Database(engine, pool_size=settings.db_pool_size)
             store = TaskStore(db)
             keys = ApiKeyStore(engine)
-            catalog = AgentCatalog(settings, models=models)
+            catalog = AgentCatalog(settings, models=models or {}, tools=tools or {})
             auth = Authenticator(keys, settings)
             if api and await auth.check_startup():
                 log.warning(
@@ -90,6 +92,7 @@ class Runtime:
                 pool = WorkerPool(
                     store=store,
                     leases=LeaseStore(db),
+                    ledger=LedgerStore(db),
                     executor=Executor(catalog),
                     hub=hub,
                     settings=settings,
@@ -105,7 +108,9 @@ class Runtime:
                 keys=keys,
                 auth=auth,
                 catalog=catalog,
-                service=TaskService(store=store, catalog=catalog, settings=settings),
+                service=TaskService(
+                    store=store, ledger=LedgerStore(db), catalog=catalog, settings=settings
+                ),
                 hub=hub,
                 pool=pool,
             )

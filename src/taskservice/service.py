@@ -15,6 +15,8 @@ import uuid
 from typing import Any
 
 from taskservice.agents import AgentCatalog
+from taskservice.db.ledger import LedgerStore
+from taskservice.db.sql import Row
 from taskservice.db.store import TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from taskservice.ids import parse_uuid
@@ -63,8 +65,16 @@ def decode_cursor(cursor: str) -> uuid.UUID:
 
 
 class TaskService:
-    def __init__(self, *, store: TaskStore, catalog: AgentCatalog, settings: Settings) -> None:
+    def __init__(
+        self,
+        *,
+        store: TaskStore,
+        ledger: LedgerStore,
+        catalog: AgentCatalog,
+        settings: Settings,
+    ) -> None:
         self.store = store
+        self.ledger = ledger
         self.catalog = catalog
         self.settings = settings
 
@@ -194,6 +204,63 @@ class TaskService:
             if cancelled is not None:
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
+
+    async def provide_input(
+        self,
+        *,
+        tenant: str,
+        task_id: str,
+        answers: dict[str, str] | None = None,
+        answer: str | None = None,
+    ) -> Task:
+        """Answer the questions of a task in `input_required`; the same conversation
+        resumes with the answers. `answer` alone answers a single question."""
+        task = await self.get(tenant=tenant, task_id=task_id)
+        if task.state is not TaskState.INPUT_REQUIRED:
+            raise Conflict(
+                f"task is {task.state.value}, not waiting for input", state=task.state.value
+            )
+        asked = [q["id"] for q in (task.input_request or {}).get("questions", [])]
+        if (answers is None) == (answer is None):
+            raise InvalidRequest("give either `answers` (by question id) or `answer`")
+        if answer is not None:
+            if len(asked) != 1:
+                raise InvalidRequest(
+                    f"the task asks {len(asked)} questions: give `answers` by id",
+                    questions=asked,
+                )
+            answers = {asked[0]: answer}
+        assert answers is not None
+        if set(answers) != set(asked):
+            raise InvalidRequest("answers must answer exactly the questions asked", questions=asked)
+        _check_nul(_canonical(answers))
+        answered = await self.store.provide_input(task.id, tenant=tenant, answers=answers)
+        if answered is None:  # it moved on meanwhile (cancelled, answered by someone else)
+            current = await self.get(tenant=tenant, task_id=task_id)
+            raise Conflict(
+                f"task is {current.state.value}, not waiting for input",
+                state=current.state.value,
+            )
+        return answered
+
+    async def messages(
+        self, *, tenant: str, task_id: str, after: int = -1, limit: int | None = None
+    ) -> tuple[list[Row], int | None]:
+        task = await self.get(tenant=tenant, task_id=task_id)
+        size = self._page_size(limit)
+        rows = await self.ledger.messages(task.id, after=after, limit=size)
+        return rows, rows[-1]["position"] if len(rows) == size else None
+
+    async def calls(
+        self, *, tenant: str, task_id: str, after: int = 0, limit: int | None = None
+    ) -> tuple[list[Row], int | None]:
+        task = await self.get(tenant=tenant, task_id=task_id)
+        size = self._page_size(limit)
+        rows = await self.ledger.calls(task.id, after=after, limit=size)
+        return rows, rows[-1]["id"] if len(rows) == size else None
+
+    def _page_size(self, limit: int | None) -> int:
+        return min(limit or self.settings.default_page_size, self.settings.max_page_size)
 
     async def events(
         self, *, tenant: str, task_id: str, after: int = 0, limit: int | None = None

@@ -43,6 +43,13 @@ class Settings(BaseSettings):
     default_model: str = OFFLINE_MODEL
     allowed_models: Annotated[list[str], NoDecode] = Field(default_factory=lambda: [OFFLINE_MODEL])
     default_system_prompt: str = "You are a helpful sub-agent. Answer the task concisely."
+    default_tools: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["report_progress", "ask_user"]
+    )
+    default_request_limit: int = 20  # model requests per run; beyond: "maximum iterations"
+    agents_file: Path | None = None  # TOML or JSON agent profiles
+    openai_base_url: str | None = None  # an OpenAI-compatible server for openai: models
+    openai_api_key: str | None = None  # else OPENAI_API_KEY
     default_max_attempts: int = 3
 
     # Workers.
@@ -56,7 +63,7 @@ class Settings(BaseSettings):
     stall_seconds: float = 120.0  # a running task quiet this long gets a `stalled` event
     shutdown_grace_seconds: float = 20.0  # for runs to finish before they are released
 
-    @field_validator("allowed_models", mode="before")
+    @field_validator("allowed_models", "default_tools", mode="before")
     @classmethod
     def _split_csv(cls, value: object) -> object:
         # Comma-separated lists are friendlier than JSON in an environment variable.

@@ -43,7 +43,8 @@ def test_the_readme_walkthrough_runs_as_written(
     assert task["state"] == "completed"
     assert task["metadata"] == {"ticket": "T-1"}
     events = json.loads(lines[2])["events"]
-    assert [e["data"]["to"] for e in events] == ["pending", "running", "completed"]
+    states = [e["data"]["to"] for e in events if e["type"] == "state_change"]
+    assert states == ["pending", "running", "completed"]
     listed = json.loads(lines[3])
     assert task["id"] in [t["id"] for t in listed["tasks"]]
     problem = json.loads(lines[4])

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents import AgentCatalog
 from taskservice.db.leases import LeaseStore
+from taskservice.db.ledger import LedgerStore
 from taskservice.db.store import TaskStore
 from taskservice.db.tables import task_events
 from taskservice.errors import Conflict
@@ -85,7 +86,9 @@ async def test_a_fenced_write_with_someone_elses_lease_writes_nothing(
 async def test_fifty_cancel_versus_complete_races_each_end_in_exactly_one_terminal_state(
     db: AsyncEngine, store: TaskStore, settings: Settings
 ) -> None:
-    service = TaskService(store=store, catalog=AgentCatalog(settings), settings=settings)
+    service = TaskService(
+        store=store, ledger=LedgerStore(store.db), catalog=AgentCatalog(settings), settings=settings
+    )
     for _ in range(50):
         await new_task(store)
     claimed = await LeaseStore(store.db).claim(owner="racer", limit=50, lease_seconds=30)

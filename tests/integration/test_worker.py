@@ -34,12 +34,17 @@ async def test_a_task_runs_on_the_offline_model_and_completes(make_client: Clien
         assert done["started_at"]
         assert done["finished_at"]
         events = (await client.get(f"/v1/tasks/{task['id']}/events")).json()["events"]
-        assert [(e["seq"], e["data"]["to"]) for e in events] == [
-            (1, "pending"),
-            (2, "running"),
-            (3, "completed"),
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert [(e["type"], e["data"].get("to") or e["data"].get("kind")) for e in events] == [
+            ("state_change", "pending"),
+            ("state_change", "running"),
+            ("message", "request"),
+            ("message", "response"),
+            ("usage", None),
+            ("state_change", "completed"),
         ]
         assert events[1]["data"]["attempt"] == 1
+        assert events[4]["data"]["requests"] == 1
 
 
 async def test_the_system_prompt_reaches_the_model(
@@ -134,4 +139,5 @@ async def test_many_tasks_all_complete_once(make_client: ClientFactory) -> None:
         await wait_for(all_done, timeout=20)
         for task_id in ids:
             events = (await client.get(f"/v1/tasks/{task_id}/events")).json()["events"]
-            assert [e["data"]["to"] for e in events] == ["pending", "running", "completed"]
+            states = [e["data"]["to"] for e in events if e["type"] == "state_change"]
+            assert states == ["pending", "running", "completed"]

@@ -9,9 +9,10 @@ from fastapi import FastAPI
 from pydantic_ai.models import Model
 
 from taskservice import __version__
+from taskservice.agents import ToolFunction
 from taskservice.api import errors
 from taskservice.api.limits import RequestGuard
-from taskservice.api.routes import health, tasks
+from taskservice.api.routes import agents, health, tasks
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
 
@@ -24,15 +25,19 @@ Authenticate with `Authorization: Bearer <API key>` (see `taskservice keys creat
 
 
 def create_app(
-    settings: Settings | None = None, *, models: Mapping[str, Model] | None = None
+    settings: Settings | None = None,
+    *,
+    models: Mapping[str, Model] | None = None,
+    tools: Mapping[str, ToolFunction] | None = None,
 ) -> FastAPI:
-    """`models` registers extra named models (tests script agents this way)."""
+    """`models` and `tools` register extra named models and tools (tests script agents
+    this way); profiles enable tools by name."""
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with Runtime.open(
-            settings, api=True, workers=settings.workers_enabled, models=models
+            settings, api=True, workers=settings.workers_enabled, models=models, tools=tools
         ) as runtime:
             app.state.runtime = runtime
             yield
@@ -45,6 +50,7 @@ def create_app(
     )
     errors.install(app)
     app.include_router(tasks.router)
+    app.include_router(agents.router)
     app.include_router(health.router)
     app.add_middleware(RequestGuard, max_bytes=settings.max_body_bytes)
     return app

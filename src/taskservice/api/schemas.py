@@ -46,6 +46,15 @@ class CancelRequest(Request):
     reason: str | None = Field(default=None, max_length=2_000)
 
 
+class InputGiven(Request):
+    answers: dict[str, Annotated[str, Field(max_length=65_536)]] | None = Field(
+        default=None, description="Answers by question id (see the task's `input_request`)."
+    )
+    answer: str | None = Field(
+        default=None, max_length=65_536, description="The answer, when one question is asked."
+    )
+
+
 class AgentOut(BaseModel):
     profile: str
     model: str
@@ -130,6 +139,52 @@ class EventPage(BaseModel):
     next_after: int | None = Field(
         description="Pass as `after` to read on; null when this page reached the end."
     )
+
+
+class MessageOut(BaseModel):
+    position: int = Field(description="0, 1, 2 … in conversation order.")
+    kind: str = Field(description="`request` (to the model) or `response` (from it).")
+    message: dict[str, Any] = Field(description="The complete pydantic-ai message.")
+    attempt: int
+    created_at: datetime
+
+
+class MessagePage(BaseModel):
+    messages: list[MessageOut]
+    next_after: int | None
+
+
+class CallOut(BaseModel):
+    id: int
+    tool_call_id: str
+    name: str
+    arguments: Any
+    status: str = Field(description="pending, in_progress, completed or failed.")
+    result: Any = None
+    error: str | None = None
+    attempt: int
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class CallPage(BaseModel):
+    calls: list[CallOut]
+    next_after: int | None
+
+
+class ProfileOut(BaseModel):
+    name: str
+    description: str
+    model: str
+    system_prompt: str
+    tools: list[str]
+    request_limit: int
+    output: str
+
+
+class ProfileList(BaseModel):
+    agents: list[ProfileOut]
 
 
 class Health(BaseModel):

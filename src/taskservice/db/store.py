@@ -257,6 +257,14 @@ RETURNING task_id
     )
 )
 
+_ANSWER_CALLS = Statement(
+    text("""
+UPDATE task_calls SET status = 'completed', result = to_jsonb(x.answer), finished_at = now()
+FROM jsonb_to_recordset(:p_answers) AS x(id text, answer text)
+WHERE task_calls.task_id = :p_id AND task_calls.tool_call_id = x.id
+""").bindparams(bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("p_answers", type_=JSONB))
+)
+
 _FAIL_OPEN_CALLS = Statement(
     text("""
 UPDATE task_calls SET status = 'failed', error = 'cancelled', finished_at = now()
@@ -457,4 +465,27 @@ class TaskStore:
             # Tool calls under way when the run stops never report back: close them.
             ids = [task_id, *(r["task_id"] for r in below)]
             await conn.execute(_FAIL_OPEN_CALLS.sql, *_FAIL_OPEN_CALLS.args({"p_ids": ids}))
+        return task_from_row(row)
+
+    async def provide_input(
+        self, task_id: uuid.UUID, *, tenant: str, answers: Mapping[str, str]
+    ) -> Task | None:
+        """Answer a waiting task: it returns to `running` without an owner (claimable)
+        and its question calls are completed with the answers, in one transaction.
+        None: the task was no longer waiting; nothing changed."""
+        statement = _transition_statement(TaskState.RUNNING, ("input_request",), False, True)
+        params = {
+            "p_id": task_id,
+            "p_source": TaskState.INPUT_REQUIRED.value,
+            "p_tenant": tenant,
+            "v_input_request": None,
+            "event": {"from": TaskState.INPUT_REQUIRED.value, "to": TaskState.RUNNING.value}
+            | {"answered": sorted(answers)},
+            "p_answers": [{"id": key, "answer": value} for key, value in answers.items()],
+        }
+        async with self.db.connection() as conn, conn.transaction():
+            row = await conn.fetchrow(statement.sql, *statement.args(params))
+            if row is None:
+                return None
+            await conn.execute(_ANSWER_CALLS.sql, *_ANSWER_CALLS.args(params))
         return task_from_row(row)

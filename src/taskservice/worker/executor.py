@@ -1,7 +1,7 @@
-"""Runs one task as a pydantic-ai agent and says how it ended.
+"""Runs one task as a pydantic-ai agent, step by step, and says how it ended.
 
-The executor does no bookkeeping of its own: the pool writes the outcome, fenced by
-the task's lease.
+Each step's complete messages, tool calls and events go to the ledger as they
+happen (fenced by the lease); the outcome itself is written by the pool.
 """
 
 from __future__ import annotations
@@ -11,10 +11,20 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai.exceptions import AgentRunError, UsageLimitExceeded, UserError
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    ModelAPIError,
+    ModelHTTPError,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+    UserError,
+)
+from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.usage import UsageLimits
 
 from taskservice.agents import AgentCatalog
 from taskservice.models import Task
+from taskservice.worker.ledger import RunLedger
 
 log = logging.getLogger(__name__)
 
@@ -23,45 +33,87 @@ log = logging.getLogger(__name__)
 class Completed:
     result: Any
     usage: dict[str, int]
-    model: str
 
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    error: dict[str, str]
+    error: dict[str, Any]
     usage: dict[str, int]
 
 
-Outcome = Completed | Failed
+@dataclass(frozen=True, slots=True)
+class NeedsInput:
+    """The agent asked questions; the task waits in `input_required`."""
+
+    request: dict[str, Any]
+    usage: dict[str, int]
+
+
+Outcome = Completed | Failed | NeedsInput
 
 
 def prompt_of(task: Task) -> str:
     return task.input if isinstance(task.input, str) else json.dumps(task.input)
 
 
-def _usage(run_usage: Any) -> dict[str, int]:
-    return {
-        "input_tokens": int(run_usage.input_tokens or 0),
-        "output_tokens": int(run_usage.output_tokens or 0),
-        "requests": int(run_usage.requests or 0),
-    }
+def failure_of(exc: Exception) -> dict[str, Any]:
+    """A clear error type and message for the ways a run can fail."""
+    if isinstance(exc, UsageLimitExceeded):
+        return {"type": "max_iterations", "message": f"maximum iterations reached: {exc}"}
+    if isinstance(exc, ModelHTTPError):
+        return {
+            "type": "model_http_error",
+            "status_code": exc.status_code,
+            "message": f"the model provider answered HTTP {exc.status_code} "
+            f"(after retries): {exc.message}",
+        }
+    if isinstance(exc, ModelAPIError):
+        return {"type": "model_unavailable", "message": f"the model provider failed: {exc}"}
+    if isinstance(exc, UnexpectedModelBehavior):
+        return {"type": "model_error", "message": str(exc)}
+    if isinstance(exc, UserError):
+        return {"type": "configuration_error", "message": str(exc)}
+    return {"type": type(exc).__name__, "message": str(exc)}
 
 
 class Executor:
     def __init__(self, catalog: AgentCatalog) -> None:
         self.catalog = catalog
 
-    async def run(self, task: Task) -> Outcome:
+    async def run(self, task: Task, ledger: RunLedger) -> Outcome:
+        profile = self.catalog.profile(task.agent.profile)
+        if profile is None:
+            message = f"agent profile {task.agent.profile!r} no longer exists"
+            return Failed({"type": "configuration_error", "message": message}, ledger.usage)
         try:
             agent = self.catalog.build(task.agent)
         except UserError as exc:  # e.g. an unknown provider or a missing API key
-            return Failed({"type": "configuration_error", "message": str(exc)}, {})
+            return Failed(failure_of(exc), ledger.usage)
+        history, settled = await ledger.resume_state()
         try:
-            result = await agent.run(prompt_of(task))
-        except UsageLimitExceeded as exc:
-            return Failed({"type": "limit_exceeded", "message": str(exc)}, {})
-        except AgentRunError as exc:
-            return Failed({"type": type(exc).__name__, "message": str(exc)}, {})
-        except UserError as exc:
-            return Failed({"type": "configuration_error", "message": str(exc)}, {})
-        return Completed(result.output, _usage(result.usage), task.agent.model)
+            async with agent.iter(
+                None if history else prompt_of(task),
+                message_history=history or None,
+                deferred_tool_results=settled,
+                deps=ledger,
+                usage_limits=UsageLimits(request_limit=profile.request_limit),
+            ) as run:
+                async for _step in run:
+                    await ledger.sync(run.all_messages(), run.usage)
+                await ledger.sync(run.all_messages(), run.usage)
+                result = run.result
+        except (AgentRunError, UserError) as exc:
+            return Failed(failure_of(exc), ledger.usage)
+        assert result is not None
+        output = result.output
+        if isinstance(output, DeferredToolRequests):
+            questions = [
+                {
+                    "id": call.tool_call_id,
+                    "tool": call.tool_name,
+                    "question": output.metadata.get(call.tool_call_id, {}).get("question"),
+                }
+                for call in output.calls
+            ]
+            return NeedsInput({"questions": questions}, ledger.usage)
+        return Completed(output, ledger.usage)

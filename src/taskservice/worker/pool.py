@@ -26,16 +26,19 @@ import os
 import random
 import socket
 import uuid
+from typing import Any
 
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
+from taskservice.db.ledger import LedgerStore
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.models import Lease, Task
 from taskservice.settings import Settings
 from taskservice.states import TaskState
-from taskservice.worker.executor import Completed, Executor, Failed, Outcome
+from taskservice.worker.executor import Completed, Executor, Failed, NeedsInput, Outcome
 from taskservice.worker.heartbeat import Heartbeat
+from taskservice.worker.ledger import LeaseLost, RunLedger
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ class WorkerPool:
         *,
         store: TaskStore,
         leases: LeaseStore,
+        ledger: LedgerStore,
         executor: Executor,
         hub: EventHub,
         settings: Settings,
@@ -63,6 +67,7 @@ class WorkerPool:
     ) -> None:
         self.store = store
         self.leases = leases
+        self.ledger = ledger
         self.executor = executor
         self.hub = hub
         self.settings = settings
@@ -184,9 +189,9 @@ class WorkerPool:
 
     async def _execute(self, task: Task, lease: Lease) -> None:
         try:
-            outcome = await self._run_agent(task)
+            outcome = await self._run_agent(task, RunLedger(self.ledger, task, lease))
             await self._finish(task, lease, outcome)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, LeaseLost):
             # Cancelled by the API, lease lost, or shutdown: not ours to write.
             log.info("task %s: run stopped (attempt %d)", task.id, lease.attempt)
         except TRANSIENT_ERRORS:
@@ -199,22 +204,32 @@ class WorkerPool:
             self._leases.pop(task.id, None)
             self._wake.set()  # a slot is free
 
-    async def _run_agent(self, task: Task) -> Outcome:
+    async def _run_agent(self, task: Task, ledger: RunLedger) -> Outcome:
         timeout = task.timeout_seconds or self.settings.task_timeout_seconds
         try:
             async with asyncio.timeout(timeout):
-                return await self.executor.run(task)
+                return await self.executor.run(task, ledger)
         except TimeoutError:
             message = f"the run exceeded its timeout of {timeout:g} s"
-            return Failed({"type": "timeout", "message": message}, {})
+            return Failed({"type": "timeout", "message": message}, ledger.usage)
+        except LeaseLost:
+            raise
+        except TRANSIENT_ERRORS:
+            raise  # the ledger could not be written: let the lease expire, resume elsewhere
         except Exception as exc:
+            # A tool raised, or a bug: the task fails with what happened, and we log it.
             log.exception("task %s: agent run raised", task.id)
-            return Failed({"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}, {})
+            error = {"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
+            return Failed(error, ledger.usage)
 
     async def _finish(self, task: Task, lease: Lease, outcome: Outcome) -> None:
+        values: dict[str, Any]
         if isinstance(outcome, Completed):
             target = TaskState.COMPLETED
             values = {"result": outcome.result, "usage": outcome.usage}
+        elif isinstance(outcome, NeedsInput):
+            target = TaskState.INPUT_REQUIRED
+            values = {"input_request": outcome.request, "usage": outcome.usage}
         else:
             target = TaskState.FAILED
             values = {"error": outcome.error, "usage": outcome.usage}

@@ -11,9 +11,14 @@ from fastapi import APIRouter, Body, Header, Query, Response, status
 from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.schemas import (
+    CallOut,
+    CallPage,
     CancelRequest,
     EventOut,
     EventPage,
+    InputGiven,
+    MessageOut,
+    MessagePage,
     TaskCreate,
     TaskList,
     TaskOut,
@@ -148,3 +153,55 @@ async def list_task_events(
         tenant=caller.tenant, task_id=task_id, after=after, limit=limit
     )
     return EventPage(events=[EventOut.of(e) for e in page.events], next_after=page.next_after)
+
+
+@router.post(
+    "/{task_id}/input",
+    operation_id="provideTaskInput",
+    response_model=TaskOut,
+    responses=problem_responses(400, 401, 404, 409, 413, 415, 422),
+    summary="Answer a task that waits for input",
+)
+async def provide_task_input(task_id: TaskId, body: InputGiven, caller: Caller) -> TaskOut:
+    task = await caller.service.provide_input(
+        tenant=caller.tenant, task_id=task_id, answers=body.answers, answer=body.answer
+    )
+    return TaskOut.of(task)
+
+
+@router.get(
+    "/{task_id}/messages",
+    operation_id="listTaskMessages",
+    response_model=MessagePage,
+    responses=problem_responses(401, 404, 422),
+    summary="Read the agent conversation",
+)
+async def list_task_messages(
+    task_id: TaskId,
+    caller: Caller,
+    after: Annotated[int, Query(ge=-1, description="Messages with position > after.")] = -1,
+    limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
+) -> MessagePage:
+    rows, next_after = await caller.service.messages(
+        tenant=caller.tenant, task_id=task_id, after=after, limit=limit
+    )
+    return MessagePage(messages=[MessageOut(**dict(r)) for r in rows], next_after=next_after)
+
+
+@router.get(
+    "/{task_id}/calls",
+    operation_id="listTaskCalls",
+    response_model=CallPage,
+    responses=problem_responses(401, 404, 422),
+    summary="Read the task's tool calls",
+)
+async def list_task_calls(
+    task_id: TaskId,
+    caller: Caller,
+    after: Annotated[int, Query(ge=0, description="Calls with id > after.")] = 0,
+    limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
+) -> CallPage:
+    rows, next_after = await caller.service.calls(
+        tenant=caller.tenant, task_id=task_id, after=after, limit=limit
+    )
+    return CallPage(calls=[CallOut(**dict(r)) for r in rows], next_after=next_after)

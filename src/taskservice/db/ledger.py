@@ -1,0 +1,228 @@
+"""The step ledger: a run's messages, tool calls and step events.
+
+Every worker write here is one statement fenced on the task's lease: the task row is
+updated first (`event_seq` grows by the number of events), and the message, calls
+and events are inserted from that row, so a worker that lost its task writes
+nothing at all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.types import Integer, Text
+
+from taskservice.db.sql import Database, Row, Statement
+from taskservice.models import Lease
+
+_FENCED_TASK = """
+t AS (
+    UPDATE tasks SET event_seq = tasks.event_seq + jsonb_array_length(:p_events),
+                     usage = coalesce(:p_usage, tasks.usage),
+                     updated_at = now()
+    WHERE id = :p_id AND state = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt
+    RETURNING id, tenant, event_seq, attempt
+)"""
+
+_EVENTS = """
+e AS (
+    INSERT INTO task_events (task_id, tenant, seq, type, data)
+    SELECT t.id, t.tenant, t.event_seq - jsonb_array_length(:p_events) + x.ord,
+           x.ev ->> 'type', x.ev -> 'data'
+    FROM t, jsonb_array_elements(:p_events) WITH ORDINALITY AS x(ev, ord)
+    RETURNING task_id
+)"""
+
+_BINDS = (
+    bindparam("p_id", type_=UUID(as_uuid=True)),
+    bindparam("p_owner", type_=Text),
+    bindparam("p_attempt", type_=Integer),
+    bindparam("p_events", type_=JSONB),
+    bindparam("p_usage", type_=JSONB),
+)
+
+# A complete model message, the tool calls it asks for (as `pending`), its events.
+_APPEND_MESSAGE = Statement(
+    text(f"""
+WITH {_FENCED_TASK},
+m AS (
+    INSERT INTO task_messages (task_id, position, kind, message, attempt)
+    SELECT t.id, :p_position, :p_kind, :p_message, t.attempt FROM t
+    RETURNING task_id
+),
+c AS (
+    INSERT INTO task_calls (task_id, tool_call_id, name, arguments, status, attempt)
+    SELECT t.id, x.call ->> 'id', x.call ->> 'name', coalesce(x.call -> 'arguments', '{{}}'),
+           'pending', t.attempt
+    FROM t, jsonb_array_elements(:p_calls) AS x(call)
+    ON CONFLICT (task_id, tool_call_id) DO NOTHING
+    RETURNING task_id
+),
+{_EVENTS}
+SELECT count(*) AS n FROM t
+""").bindparams(
+        *_BINDS,
+        bindparam("p_position", type_=Integer),
+        bindparam("p_kind", type_=Text),
+        bindparam("p_message", type_=JSONB),
+        bindparam("p_calls", type_=JSONB),
+    )
+)
+
+# Events alone (progress, log).
+_APPEND_EVENTS = Statement(
+    text(f"WITH {_FENCED_TASK}, {_EVENTS} SELECT count(*) AS n FROM t").bindparams(*_BINDS)
+)
+
+# A tool call changes status (in_progress, completed, failed), with its event.
+_UPDATE_CALL = Statement(
+    text(f"""
+WITH {_FENCED_TASK},
+c AS (
+    INSERT INTO task_calls (task_id, tool_call_id, name, arguments, status, attempt,
+                            started_at, result, error, finished_at)
+    SELECT t.id, :p_call_id, :p_name, :p_arguments, :p_status, t.attempt,
+           CASE WHEN :p_status = 'in_progress' THEN now() END,
+           :p_result, :p_error,
+           CASE WHEN :p_status IN ('completed', 'failed') THEN now() END
+    FROM t
+    ON CONFLICT (task_id, tool_call_id) DO UPDATE SET
+        status = excluded.status,
+        attempt = excluded.attempt,
+        started_at = coalesce(excluded.started_at, task_calls.started_at),
+        result = excluded.result,
+        error = excluded.error,
+        finished_at = excluded.finished_at
+    RETURNING task_id
+),
+{_EVENTS}
+SELECT count(*) AS n FROM t
+""").bindparams(
+        *_BINDS,
+        bindparam("p_call_id", type_=Text),
+        bindparam("p_name", type_=Text),
+        bindparam("p_arguments", type_=JSONB),
+        bindparam("p_status", type_=Text),
+        bindparam("p_result", type_=JSONB),
+        bindparam("p_error", type_=Text),
+    )
+)
+
+_MESSAGES = Statement(
+    text("""
+SELECT position, kind, message, attempt, created_at FROM task_messages
+WHERE task_id = :p_id AND position > :p_after ORDER BY position LIMIT :p_limit
+""").bindparams(
+        bindparam("p_id", type_=UUID(as_uuid=True)),
+        bindparam("p_after", type_=Integer),
+        bindparam("p_limit", type_=Integer),
+    )
+)
+
+_CALLS = Statement(
+    text("""
+SELECT id, tool_call_id, name, arguments, status, result, error, attempt,
+       created_at, started_at, finished_at
+FROM task_calls WHERE task_id = :p_id AND id > :p_after ORDER BY id LIMIT :p_limit
+""").bindparams(
+        bindparam("p_id", type_=UUID(as_uuid=True)),
+        bindparam("p_after", type_=Integer),
+        bindparam("p_limit", type_=Integer),
+    )
+)
+
+_ALL_CALLS = Statement(
+    text(
+        "SELECT tool_call_id, name, status, result, error FROM task_calls WHERE task_id = :p_id"
+    ).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)))
+)
+
+
+class LedgerStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _fence(
+        self,
+        task_id: uuid.UUID,
+        lease: Lease,
+        events: Sequence[dict[str, Any]],
+        usage: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        return {
+            "p_id": task_id,
+            "p_owner": lease.owner,
+            "p_attempt": lease.attempt,
+            "p_events": list(events),
+            "p_usage": usage,
+        }
+
+    async def _written(self, statement: Statement, params: dict[str, Any]) -> bool:
+        row = await self.db.fetchrow(statement, params)
+        return bool(row and row["n"])
+
+    async def append_message(
+        self,
+        task_id: uuid.UUID,
+        *,
+        lease: Lease,
+        position: int,
+        kind: str,
+        message: Any,
+        calls: Sequence[dict[str, Any]],
+        events: Sequence[dict[str, Any]],
+        usage: dict[str, Any] | None,
+    ) -> bool:
+        """False: the lease is gone and nothing was written."""
+        params = self._fence(task_id, lease, events, usage) | {
+            "p_position": position,
+            "p_kind": kind,
+            "p_message": message,
+            "p_calls": list(calls),
+        }
+        return await self._written(_APPEND_MESSAGE, params)
+
+    async def append_events(
+        self, task_id: uuid.UUID, *, lease: Lease, events: Sequence[dict[str, Any]]
+    ) -> bool:
+        return await self._written(_APPEND_EVENTS, self._fence(task_id, lease, events, None))
+
+    async def update_call(
+        self,
+        task_id: uuid.UUID,
+        *,
+        lease: Lease,
+        call_id: str,
+        name: str,
+        arguments: Any,
+        status: str,
+        result: Any = None,
+        error: str | None = None,
+        event: dict[str, Any],
+    ) -> bool:
+        params = self._fence(task_id, lease, [event], None) | {
+            "p_call_id": call_id,
+            "p_name": name,
+            "p_arguments": arguments if arguments is not None else {},
+            "p_status": status,
+            "p_result": result,
+            "p_error": error,
+        }
+        return await self._written(_UPDATE_CALL, params)
+
+    async def messages(self, task_id: uuid.UUID, *, after: int, limit: int) -> list[Row]:
+        return await self.db.fetch(_MESSAGES, {"p_id": task_id, "p_after": after, "p_limit": limit})
+
+    async def calls(self, task_id: uuid.UUID, *, after: int, limit: int) -> list[Row]:
+        return await self.db.fetch(_CALLS, {"p_id": task_id, "p_after": after, "p_limit": limit})
+
+    async def all_messages(self, task_id: uuid.UUID) -> list[Row]:
+        return await self.messages(task_id, after=-1, limit=1_000_000)
+
+    async def all_calls(self, task_id: uuid.UUID) -> dict[str, Row]:
+        rows = await self.db.fetch(_ALL_CALLS, {"p_id": task_id})
+        return {row["tool_call_id"]: row for row in rows}

@@ -1,0 +1,223 @@
+"""A run's step ledger: persists each complete message, tool call and step event as
+the agent makes progress, and rebuilds the conversation to resume a run.
+
+Resuming (after input arrived, or after a worker died) continues the persisted
+conversation. Tool calls the last model response asked for are settled from the
+ledger: a completed call returns its recorded result (never executed again), a call
+that was in progress when its worker died is marked failed as "interrupted" and
+reported to the model as such, an answered question returns its answer, and a
+call that never started runs now.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    RetryPromptPart,
+    ToolCallPart,
+    ToolReturn,
+    ToolReturnPart,
+)
+from pydantic_ai.tools import DeferredToolResults
+
+from taskservice.db.ledger import LedgerStore
+from taskservice.models import Lease, Task
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = "interrupted: the worker running this tool call stopped before it reported back"
+_PREVIEW_CHARS = 500
+
+
+class LeaseLost(Exception):
+    """The task is no longer this worker's: stop the run and write nothing more."""
+
+
+def _preview(value: Any) -> Any:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "…"
+
+
+def _summary(message: ModelMessage) -> list[dict[str, Any]]:
+    parts = []
+    for part in message.parts:
+        entry: dict[str, Any] = {"kind": part.part_kind}
+        if isinstance(part, ToolCallPart | ToolReturnPart | RetryPromptPart):
+            entry["tool"] = part.tool_name
+        content = getattr(part, "content", None)
+        if content is not None:
+            entry["content"] = _preview(content)
+        parts.append(entry)
+    return parts
+
+
+def open_tool_calls(history: list[ModelMessage]) -> list[ToolCallPart]:
+    """Calls in the last model response that no later message answers."""
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, ModelResponse):
+            answered = {
+                part.tool_call_id
+                for later in history[index + 1 :]
+                for part in later.parts
+                if isinstance(part, ToolReturnPart | RetryPromptPart)
+            }
+            return [
+                part
+                for part in message.parts
+                if isinstance(part, ToolCallPart) and part.tool_call_id not in answered
+            ]
+    return []
+
+
+class RunLedger:
+    """The `RunHooks` of one run, writing through fenced statements."""
+
+    def __init__(self, store: LedgerStore, task: Task, lease: Lease) -> None:
+        self.store = store
+        self.task = task
+        self.lease = lease
+        self.position = 0  # of the next message to persist
+        self.base_usage = {k: int(v) for k, v in (task.usage or {}).items()}
+        self.usage = dict(self.base_usage)
+
+    def _check(self, written: bool) -> None:
+        if not written:
+            raise LeaseLost(str(self.task.id))
+
+    # -- resume -----------------------------------------------------------------
+
+    async def resume_state(self) -> tuple[list[ModelMessage], DeferredToolResults | None]:
+        rows = await self.store.all_messages(self.task.id)
+        history = ModelMessagesTypeAdapter.validate_python([row["message"] for row in rows])
+        self.position = len(history)
+        pending = open_tool_calls(history)
+        if not pending:
+            return history, None
+        calls = await self.store.all_calls(self.task.id)
+        results: dict[str, Any] = {}
+        for part in pending:
+            row = calls.get(part.tool_call_id)
+            status = row["status"] if row is not None else "pending"
+            if status == "completed":
+                results[part.tool_call_id] = ToolReturn(row["result"])  # type: ignore[index]
+            elif status == "in_progress":
+                await self._call(
+                    part.tool_call_id, part.tool_name, part.args, "failed", error=INTERRUPTED
+                )
+                results[part.tool_call_id] = ToolFailed(INTERRUPTED)
+            elif status == "failed":
+                results[part.tool_call_id] = ToolFailed(row["error"] or "failed")  # type: ignore[index]
+            # pending: it never started, so this run executes it
+        return history, DeferredToolResults(calls=results) if results else None
+
+    # -- progress ---------------------------------------------------------------
+
+    async def sync(self, messages: list[ModelMessage], run_usage: Any) -> None:
+        """Persist the complete messages not yet in the ledger."""
+        self.usage = {
+            "input_tokens": self.base_usage.get("input_tokens", 0)
+            + int(run_usage.input_tokens or 0),
+            "output_tokens": self.base_usage.get("output_tokens", 0)
+            + int(run_usage.output_tokens or 0),
+            "requests": self.base_usage.get("requests", 0) + int(run_usage.requests or 0),
+        }
+        for message in messages[self.position :]:
+            events: list[dict[str, Any]] = [
+                {
+                    "type": "message",
+                    "data": {
+                        "position": self.position,
+                        "kind": message.kind,
+                        "parts": _summary(message),
+                    },
+                }
+            ]
+            calls = []
+            if isinstance(message, ModelResponse):
+                events.append({"type": "usage", "data": dict(self.usage)})
+                calls = [
+                    {
+                        "id": part.tool_call_id,
+                        "name": part.tool_name,
+                        "arguments": part.args_as_dict(),
+                    }
+                    for part in message.parts
+                    if isinstance(part, ToolCallPart)
+                ]
+            encoded = ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]
+            self._check(
+                await self.store.append_message(
+                    self.task.id,
+                    lease=self.lease,
+                    position=self.position,
+                    kind=message.kind,
+                    message=encoded,
+                    calls=calls,
+                    events=events,
+                    usage=self.usage,
+                )
+            )
+            self.position += 1
+
+    async def _call(
+        self,
+        call_id: str,
+        name: str,
+        arguments: Any,
+        status: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+    ) -> None:
+        kind = "tool_result" if status in ("completed", "failed") else "tool_call"
+        data: dict[str, Any] = {"tool_call_id": call_id, "name": name, "status": status}
+        if kind == "tool_call":
+            data["arguments"] = arguments
+        elif error is not None:
+            data["error"] = error
+        else:
+            data["result"] = _preview(result)
+        self._check(
+            await self.store.update_call(
+                self.task.id,
+                lease=self.lease,
+                call_id=call_id,
+                name=name,
+                arguments=arguments,
+                status=status,
+                result=result,
+                error=error,
+                event={"type": kind, "data": data},
+            )
+        )
+
+    # -- RunHooks ---------------------------------------------------------------
+
+    async def tool_started(self, call_id: str, name: str, arguments: Any) -> None:
+        await self._call(call_id, name, arguments, "in_progress")
+
+    async def tool_finished(
+        self,
+        call_id: str,
+        name: str,
+        arguments: Any,
+        *,
+        result: Any = None,
+        error: str | None = None,
+    ) -> None:
+        status = "failed" if error is not None else "completed"
+        await self._call(call_id, name, arguments, status, result=result, error=error)
+
+    async def tool_deferred(self, call_id: str, name: str, arguments: Any) -> None:
+        await self._call(call_id, name, arguments, "pending")
+
+    async def progress(self, percent: float, note: str) -> None:
+        event = {"type": "progress", "data": {"percent": percent, "note": note}}
+        self._check(await self.store.append_events(self.task.id, lease=self.lease, events=[event]))

@@ -1,0 +1,267 @@
+"""Sub-agent execution: profiles, the step ledger, input_required, limits, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic_ai import RunContext
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from taskservice.agents import ProfileError
+from tests.conftest import ClientFactory, wait_for
+
+
+async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        task = (await client.get(f"/v1/tasks/{task_id}")).json()
+        return task if task["state"] in states else None
+
+    return await wait_for(check, timeout=20)  # type: ignore[no-any-return]
+
+
+def tool_results(messages: list[ModelMessage]) -> dict[str, Any]:
+    """Everything the model has been told about tool calls, by call id."""
+    seen: dict[str, Any] = {}
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart | RetryPromptPart):
+                    seen[part.tool_call_id] = part.content
+    return seen
+
+
+def scripted(*turns: list[ToolCallPart] | str) -> FunctionModel:
+    """A model that plays the given turns: tool calls, then a final text."""
+
+    async def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = turns[min(sum(isinstance(m, ModelResponse) for m in messages), len(turns) - 1)]
+        if isinstance(turn, str):
+            return ModelResponse(parts=[TextPart(turn.format(results=tool_results(messages)))])
+        return ModelResponse(parts=list(turn))
+
+    return FunctionModel(play)
+
+
+@pytest.fixture
+def profiles_file(tmp_path: Path) -> Path:
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        """
+[agents.researcher]
+description = "Looks things up"
+system_prompt = "You research."
+model = "offline"
+tools = ["report_progress", "count"]
+request_limit = 3
+"""
+    )
+    return path
+
+
+counter = {"count": 0}
+
+
+async def count(ctx: RunContext[Any], step: int) -> str:
+    """Counts its own executions."""
+    counter["count"] += 1
+    return f"counted step {step}"
+
+
+async def test_profiles_are_listed_and_used(
+    make_client: ClientFactory, profiles_file: Path
+) -> None:
+    async with make_client(agents_file=profiles_file, tools={"count": count}) as client:
+        agents = (await client.get("/v1/agents")).json()["agents"]
+        assert [a["name"] for a in agents] == ["default", "researcher"]
+        researcher = agents[1]
+        assert researcher["tools"] == ["report_progress", "count"]
+        assert (researcher["request_limit"], researcher["description"]) == (3, "Looks things up")
+        task = (await client.post("/v1/tasks", json={"input": "x", "agent": "researcher"})).json()
+        assert task["agent"] == {
+            "profile": "researcher",
+            "model": "offline",
+            "system_prompt": "You research.",
+        }
+        unknown = await client.post("/v1/tasks", json={"input": "x", "agent": "nobody"})
+        assert unknown.status_code == 422
+        assert "researcher" in unknown.json()["detail"]
+
+
+async def test_a_profile_naming_an_unknown_tool_stops_the_start(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[agents.x]\ntools = ["rm_rf"]\n')
+    with pytest.raises(ProfileError, match="rm_rf"):
+        async with make_client(agents_file=bad):
+            pass
+
+
+async def test_every_step_is_in_the_ledger_and_usage_accumulates(
+    make_client: ClientFactory,
+) -> None:
+    counter["count"] = 0
+    model = scripted(
+        [ToolCallPart("report_progress", {"percent": 50, "note": "half way"}, tool_call_id="p1")],
+        [ToolCallPart("count", {"step": 1}, tool_call_id="c1")],
+        "done: {results}",
+    )
+    async with make_client(
+        models={"scripted": model},
+        tools={"count": count},
+        default_tools=["report_progress", "ask_user", "count"],
+        workers_enabled=True,
+    ) as client:
+        task = (await client.post("/v1/tasks", json={"input": "go", "model": "scripted"})).json()
+        done = await until_state(client, task["id"], "completed", "failed")
+        assert done["state"] == "completed", done
+        assert "counted step 1" in done["result"]
+        assert done["usage"]["requests"] == 3
+        assert done["usage"]["input_tokens"] > 0
+
+        messages = (await client.get(f"/v1/tasks/{task['id']}/messages")).json()["messages"]
+        assert [(m["position"], m["kind"]) for m in messages] == [
+            (0, "request"),
+            (1, "response"),
+            (2, "request"),
+            (3, "response"),
+            (4, "request"),
+            (5, "response"),
+        ]
+        calls = (await client.get(f"/v1/tasks/{task['id']}/calls")).json()["calls"]
+        assert [(c["tool_call_id"], c["name"], c["status"]) for c in calls] == [
+            ("p1", "report_progress", "completed"),
+            ("c1", "count", "completed"),
+        ]
+        assert calls[1]["arguments"] == {"step": 1}
+        assert calls[1]["result"] == "counted step 1"
+        assert calls[1]["started_at"] <= calls[1]["finished_at"]
+
+        events = (await client.get(f"/v1/tasks/{task['id']}/events", params={"limit": 100})).json()
+        kinds = [e["type"] for e in events["events"]]
+        for kind in ("message", "tool_call", "tool_result", "progress", "usage"):
+            assert kind in kinds, kind
+        progress = next(e for e in events["events"] if e["type"] == "progress")
+        assert progress["data"] == {"percent": 50, "note": "half way"}
+        assert counter["count"] == 1
+
+
+async def test_an_agent_asks_for_input_and_resumes_the_same_conversation(
+    make_client: ClientFactory,
+) -> None:
+    model = scripted(
+        [ToolCallPart("ask_user", {"question": "Which colour?"}, tool_call_id="q1")],
+        "you chose {results}",
+    )
+    async with make_client(models={"asker": model}, workers_enabled=True) as client:
+        task = (await client.post("/v1/tasks", json={"input": "paint", "model": "asker"})).json()
+        waiting = await until_state(client, task["id"], "input_required")
+        assert waiting["input_request"] == {
+            "questions": [{"id": "q1", "tool": "ask_user", "question": "Which colour?"}]
+        }
+        wrong = await client.post(f"/v1/tasks/{task['id']}/input", json={"answers": {"q9": "red"}})
+        assert wrong.status_code == 422
+        assert wrong.json()["questions"] == ["q1"]
+        both = await client.post(
+            f"/v1/tasks/{task['id']}/input", json={"answer": "red", "answers": {"q1": "red"}}
+        )
+        assert both.status_code == 422
+        still = (await client.get(f"/v1/tasks/{task['id']}")).json()
+        assert still["state"] == "input_required"
+
+        answered = await client.post(f"/v1/tasks/{task['id']}/input", json={"answer": "red"})
+        assert answered.status_code == 200
+        assert answered.json()["state"] == "running"
+        assert answered.json()["input_request"] is None
+        done = await until_state(client, task["id"], "completed", "failed")
+        assert done["state"] == "completed", done
+        assert "red" in done["result"]
+        assert done["usage"]["requests"] == 2  # across both runs
+        calls = (await client.get(f"/v1/tasks/{task['id']}/calls")).json()["calls"]
+        assert [(c["name"], c["status"], c["result"]) for c in calls] == [
+            ("ask_user", "completed", "red")
+        ]
+        messages = (await client.get(f"/v1/tasks/{task['id']}/messages")).json()["messages"]
+        assert [m["kind"] for m in messages] == ["request", "response", "request", "response"]
+        again = await client.post(f"/v1/tasks/{task['id']}/input", json={"answer": "blue"})
+        assert again.status_code == 409
+        assert again.json()["state"] == "completed"
+
+
+async def test_running_past_the_request_limit_fails_with_maximum_iterations(
+    make_client: ClientFactory, profiles_file: Path
+) -> None:
+    forever = scripted([ToolCallPart("report_progress", {"percent": 1})])
+    async with make_client(
+        models={"forever": forever},
+        tools={"count": count},
+        agents_file=profiles_file,
+        workers_enabled=True,
+    ) as client:
+        task = (
+            await client.post(
+                "/v1/tasks", json={"input": "x", "agent": "researcher", "model": "forever"}
+            )
+        ).json()
+        done = await until_state(client, task["id"], "failed", "completed")
+        assert done["error"]["type"] == "max_iterations"
+        assert "maximum iterations reached" in done["error"]["message"]
+        assert done["usage"]["requests"] == 3
+
+
+async def test_a_task_resumes_after_its_worker_died_between_two_tool_calls(
+    make_client: ClientFactory,
+) -> None:
+    """Worker A completes `count`, then dies inside `hang`. The task is recovered and
+    resumed: `count` is not executed again, `hang` is reported as interrupted."""
+    counter["count"] = 0
+    hanging = asyncio.Event()
+
+    async def hang(ctx: RunContext[Any]) -> str:
+        """Never returns."""
+        hanging.set()
+        await asyncio.sleep(3600)
+        return "unreachable"
+
+    model = scripted(
+        [ToolCallPart("count", {"step": 1}, tool_call_id="c1")],
+        [ToolCallPart("hang", {}, tool_call_id="c2")],
+        "after recovery: {results}",
+    )
+    async with make_client(
+        models={"scripted": model},
+        tools={"count": count, "hang": hang},
+        default_tools=["count", "hang"],
+        workers_enabled=True,
+        lease_seconds=0.6,
+        reap_interval=0.1,
+        poll_interval=0.2,
+    ) as client:
+        task = (await client.post("/v1/tasks", json={"input": "go", "model": "scripted"})).json()
+        await asyncio.wait_for(hanging.wait(), 10)
+        # The worker dies: its run stops and its lease is no longer renewed, and it
+        # writes nothing more (as after kill -9).
+        pool = client.app.state.runtime.pool  # type: ignore[attr-defined]
+        task_id = uuid.UUID(task["id"])
+        pool.heartbeat.drop(task_id)
+        pool._runs[task_id].cancel()
+        done = await until_state(client, task["id"], "completed", "failed")
+    assert done["state"] == "completed", done
+    assert done["attempt"] == 2
+    assert counter["count"] == 1  # never executed twice
+    assert "counted step 1" in done["result"]
+    assert "interrupted" in done["result"]
