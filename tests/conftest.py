@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pydantic_ai.models
 import pytest
 from asgi_lifespan import LifespanManager
 from pydantic_ai.models import Model
@@ -34,6 +35,10 @@ from taskservice.db.tables import metadata
 from taskservice.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# No test may reach a real model provider; the provider tests switch this back on
+# around a scripted server on 127.0.0.1.
+pydantic_ai.models.ALLOW_MODEL_REQUESTS = False
 
 
 def _server_url() -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import httpx2
 from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.exceptions import CallDeferred, ModelRetry, ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
@@ -245,6 +246,7 @@ class AgentCatalog:
     tools: Mapping[str, ToolFunction] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._http: httpx2.AsyncClient | None = None  # for OpenAI-compatible providers
         self._tools = {**BUILTIN_TOOLS, **self.tools}
         self.profiles = load_profiles(self.settings, known_tools=set(self._tools))
         self._agents: dict[AgentSpec, Agent[RunHooks, Any]] = {}
@@ -287,10 +289,12 @@ class AgentCatalog:
             from pydantic_ai.providers.openai import OpenAIProvider
 
             api_key = self.settings.openai_api_key or os.environ.get("OPENAI_API_KEY") or "none"
-            return OpenAIChatModel(
-                model_name,
-                provider=OpenAIProvider(base_url=self.settings.openai_base_url, api_key=api_key),
+            if self._http is None:
+                self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(600, connect=10))
+            compatible = OpenAIProvider(
+                base_url=self.settings.openai_base_url, api_key=api_key, http_client=self._http
             )
+            return OpenAIChatModel(model_name, provider=compatible)
         return name  # a pydantic-ai model string, resolved (and keyed) by pydantic-ai
 
     def build(self, spec: AgentSpec) -> Agent[RunHooks, Any]:
@@ -314,6 +318,13 @@ class AgentCatalog:
             self._agents.pop(next(iter(self._agents)))  # oldest first
         self._agents[spec] = agent
         return agent
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections to model providers."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        self._agents.clear()
 
     def announce(self) -> None:
         if self.settings.default_model == OFFLINE_MODEL:

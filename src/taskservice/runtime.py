@@ -75,6 +75,7 @@ class Runtime:
             store = TaskStore(db)
             keys = ApiKeyStore(engine)
             catalog = AgentCatalog(settings, models=models or {}, tools=tools or {})
+            stack.push_async_callback(catalog.aclose)
             auth = Authenticator(keys, settings)
             if api and await auth.check_startup():
                 log.warning(

@@ -1,0 +1,135 @@
+"""A scripted OpenAI-compatible chat completions server on 127.0.0.1.
+
+Tests queue what it answers next, one entry per request:
+
+- `Reply(text=...)` or `Reply(tool_calls=[(id, name, arguments), ...])`;
+- `Reply(status=429, retry_after_ms=10)`, `Reply(status=500)`;
+- `Reply(delay=2.0, ...)`: answer after a delay (a slow provider);
+- `stream=True` requests are answered as server-sent chunks.
+
+It records every request it received, so tests can check what the service sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass
+class Reply:
+    text: str | None = None
+    tool_calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    status: int = 200
+    retry_after_ms: int | None = None
+    delay: float = 0.0
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.script: deque[Reply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        app = Starlette(routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])])
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            assert time.monotonic() < deadline, "fake OpenAI server did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def queue(self, *replies: Reply) -> None:
+        self.script.extend(replies)
+
+    async def _complete(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
+        reply = self.script.popleft() if self.script else Reply(text="(script exhausted)")
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        if reply.status != 200:
+            headers = {}
+            if reply.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(reply.retry_after_ms)
+            error = {"error": {"message": f"scripted {reply.status}", "type": "scripted"}}
+            return JSONResponse(error, status_code=reply.status, headers=headers)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                for call_id, name, arguments in reply.tool_calls
+            ]
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        usage = {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        }
+        if body.get("stream"):
+            return StreamingResponse(
+                self._chunks(body["model"], message, finish, usage), media_type="text/event-stream"
+            )
+        return JSONResponse(
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": usage,
+            }
+        )
+
+    async def _chunks(
+        self, model: str, message: dict[str, Any], finish: str, usage: dict[str, int]
+    ) -> Any:
+        def chunk(delta: dict[str, Any], reason: str | None = None, **extra: Any) -> str:
+            data = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+                **extra,
+            }
+            return f"data: {json.dumps(data)}\n\n"
+
+        yield chunk({"role": "assistant"})
+        for word in (message.get("content") or "").split(" "):
+            yield chunk({"content": word + " "})
+        for index, call in enumerate(message.get("tool_calls", [])):
+            yield chunk({"tool_calls": [{"index": index, **call}]})
+        yield chunk({}, finish, usage=usage)
+        yield "data: [DONE]\n\n"

@@ -1,0 +1,124 @@
+"""The real OpenAI-compatible provider over HTTP, against a scripted local server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic_ai.models import override_allow_model_requests
+
+from tests.conftest import ClientFactory, wait_for
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+MODEL = "openai-chat:fake-gpt"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server, override_allow_model_requests(True):
+        yield server
+
+
+async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        task = (await client.get(f"/v1/tasks/{task_id}")).json()
+        return task if task["state"] in states else None
+
+    return await wait_for(check, timeout=30)  # type: ignore[no-any-return]
+
+
+def provider_settings(fake: FakeOpenAI) -> dict[str, Any]:
+    return {
+        "workers_enabled": True,
+        "openai_base_url": fake.base_url,
+        "openai_api_key": "sk-test",
+        "allowed_models": ["offline", MODEL],
+    }
+
+
+async def test_a_task_runs_over_http_with_tool_calls(
+    make_client: ClientFactory, fake: FakeOpenAI
+) -> None:
+    fake.queue(
+        Reply(tool_calls=[("call_1", "report_progress", {"percent": 30, "note": "reading"})]),
+        Reply(text="The answer is 42."),
+    )
+    async with make_client(**provider_settings(fake)) as client:
+        task = (
+            await client.post(
+                "/v1/tasks",
+                json={"input": "What is the answer?", "model": MODEL, "system_prompt": "Be exact."},
+            )
+        ).json()
+        done = await until_state(client, task["id"], "completed", "failed")
+    assert done["state"] == "completed", done
+    assert done["result"] == "The answer is 42."
+    assert done["usage"] == {"input_tokens": 22, "output_tokens": 14, "requests": 2}
+    first, second = fake.requests
+    assert first["model"] == "fake-gpt"
+    assert first["messages"][0] == {"role": "system", "content": "Be exact."}
+    assert {t["function"]["name"] for t in first["tools"]} == {"report_progress", "ask_user"}
+    tool_messages = [m for m in second["messages"] if m.get("role") == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_1"]
+    assert fake.headers[0]["authorization"] == "Bearer sk-test"
+
+
+async def test_rate_limits_are_retried_then_the_task_completes(
+    make_client: ClientFactory, fake: FakeOpenAI
+) -> None:
+    fake.queue(
+        Reply(status=429, retry_after_ms=10),
+        Reply(status=429, retry_after_ms=10),
+        Reply(text="made it"),
+    )
+    async with make_client(**provider_settings(fake)) as client:
+        task = (await client.post("/v1/tasks", json={"input": "x", "model": MODEL})).json()
+        done = await until_state(client, task["id"], "completed", "failed")
+    assert done["state"] == "completed", done
+    assert done["result"] == "made it"
+    assert len(fake.requests) == 3
+
+
+async def test_a_provider_that_keeps_failing_fails_the_task_with_its_status(
+    make_client: ClientFactory, fake: FakeOpenAI
+) -> None:
+    fake.queue(*[Reply(status=500, retry_after_ms=10)] * 10)
+    async with make_client(**provider_settings(fake)) as client:
+        task = (await client.post("/v1/tasks", json={"input": "x", "model": MODEL})).json()
+        done = await until_state(client, task["id"], "completed", "failed")
+    assert done["state"] == "failed"
+    assert done["error"]["type"] == "model_http_error"
+    assert done["error"]["status_code"] == 500
+    assert "HTTP 500" in done["error"]["message"]
+    assert 2 <= len(fake.requests) <= 5  # retried within limits, then gave up
+
+
+async def test_a_slow_provider_hits_the_task_timeout(
+    make_client: ClientFactory, fake: FakeOpenAI
+) -> None:
+    fake.queue(Reply(text="too late", delay=5))
+    async with make_client(**provider_settings(fake)) as client:
+        task = (
+            await client.post(
+                "/v1/tasks", json={"input": "x", "model": MODEL, "timeout_seconds": 0.5}
+            )
+        ).json()
+        done = await until_state(client, task["id"], "completed", "failed")
+    assert done["error"]["type"] == "timeout"
+
+
+async def test_the_fake_server_streams_chunks_like_the_real_api(fake: FakeOpenAI) -> None:
+    # The executor persists complete messages only, so it does not stream; the fake
+    # speaks the streaming protocol for clients that do.
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=fake.base_url, api_key="sk-test")
+    fake.queue(Reply(text="one two three"))
+    stream = await client.chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream])
+    assert text.split() == ["one", "two", "three"]
+    await client.close()
