@@ -73,6 +73,12 @@ class RunHooks(Protocol):
 
     async def progress(self, percent: float, note: str) -> None: ...
 
+    async def spawn(self, call_id: str, input: str, system_prompt: str | None) -> str: ...
+
+    async def subtasks(self) -> list[dict[str, Any]] | None:
+        """The subtasks' outcomes when all have finished; None while some run."""
+        ...
+
 
 # -- built-in tools ----------------------------------------------------------------
 
@@ -90,8 +96,32 @@ async def ask_user(ctx: RunContext[RunHooks], question: str) -> str:
     raise CallDeferred(metadata={"question": question}, kind="question")
 
 
+async def spawn_subtask(
+    ctx: RunContext[RunHooks], input: str, system_prompt: str | None = None
+) -> str:
+    """Start a subtask that works on `input` in parallel; returns its task id. Use
+    wait_for_subtasks to collect the results."""
+    return await ctx.deps.spawn(ctx.tool_call_id or "", input, system_prompt)
+
+
+async def wait_for_subtasks(ctx: RunContext[RunHooks]) -> list[dict[str, Any]]:
+    """Wait until every subtask has finished; returns each one's state and result."""
+    outcomes = await ctx.deps.subtasks()
+    if outcomes is None:
+        # Park: the run ends here and frees its worker; it resumes with the
+        # outcomes as this call's result when the last subtask finishes.
+        raise CallDeferred(metadata={"waiting_for": "subtasks"}, kind="external")
+    return outcomes
+
+
 ToolFunction = Callable[..., Awaitable[Any]]
-BUILTIN_TOOLS: dict[str, ToolFunction] = {"report_progress": report_progress, ASK_USER: ask_user}
+WAIT_FOR_SUBTASKS = "wait_for_subtasks"
+BUILTIN_TOOLS: dict[str, ToolFunction] = {
+    "report_progress": report_progress,
+    ASK_USER: ask_user,
+    "spawn_subtask": spawn_subtask,
+    WAIT_FOR_SUBTASKS: wait_for_subtasks,
+}
 
 
 def _ledgered(name: str, function: ToolFunction) -> ToolFunction:

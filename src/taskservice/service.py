@@ -202,6 +202,8 @@ class TaskService:
                 event={"reason": reason} if reason else None,
             )
             if cancelled is not None:
+                if cancelled.parent_id is not None:  # a parked parent may now resume
+                    await self.store.resume_parents(parent_id=cancelled.parent_id)
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
 
@@ -220,7 +222,10 @@ class TaskService:
             raise Conflict(
                 f"task is {task.state.value}, not waiting for input", state=task.state.value
             )
-        asked = [q["id"] for q in (task.input_request or {}).get("questions", [])]
+        request = task.input_request or {}
+        if request.get("kind") != "questions":
+            raise Conflict("task waits for its subtasks, not for input", state=task.state.value)
+        asked = [q["id"] for q in request.get("questions", [])]
         if (answers is None) == (answer is None):
             raise InvalidRequest("give either `answers` (by question id) or `answer`")
         if answer is not None:

@@ -171,7 +171,8 @@ async def test_an_agent_asks_for_input_and_resumes_the_same_conversation(
         task = (await client.post("/v1/tasks", json={"input": "paint", "model": "asker"})).json()
         waiting = await until_state(client, task["id"], "input_required")
         assert waiting["input_request"] == {
-            "questions": [{"id": "q1", "tool": "ask_user", "question": "Which colour?"}]
+            "kind": "questions",
+            "questions": [{"id": "q1", "tool": "ask_user", "question": "Which colour?"}],
         }
         wrong = await client.post(f"/v1/tasks/{task['id']}/input", json={"answers": {"q9": "red"}})
         assert wrong.status_code == 422
@@ -265,3 +266,64 @@ async def test_a_task_resumes_after_its_worker_died_between_two_tool_calls(
     assert counter["count"] == 1  # never executed twice
     assert "counted step 1" in done["result"]
     assert "interrupted" in done["result"]
+
+
+async def test_a_parent_parks_on_its_subtasks_without_holding_a_worker_slot(
+    make_client: ClientFactory,
+) -> None:
+    """One worker slot: a parent waiting in the slot would deadlock its children."""
+    release_children = asyncio.Event()
+
+    async def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if info.instructions == "child":
+            await release_children.wait()
+            prompt = messages[0].parts[-1].content  # type: ignore[union-attr]
+            return ModelResponse(parts=[TextPart(f"child did {prompt}")])
+        turns = sum(isinstance(m, ModelResponse) for m in messages)
+        if turns == 0:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("spawn_subtask", {"input": "a", "system_prompt": "child"}, "s1"),
+                    ToolCallPart("spawn_subtask", {"input": "b", "system_prompt": "child"}, "s2"),
+                ]
+            )
+        if turns == 1:
+            return ModelResponse(parts=[ToolCallPart("wait_for_subtasks", {}, "w1")])
+        outcomes = tool_results(messages)["w1"]
+        return ModelResponse(
+            parts=[TextPart("collected " + ", ".join(o["result"] for o in outcomes))]
+        )
+
+    async with make_client(
+        models={"planner": FunctionModel(play)},
+        default_tools=["spawn_subtask", "wait_for_subtasks"],
+        workers_enabled=True,
+        worker_concurrency=1,
+    ) as client:
+        parent = (await client.post("/v1/tasks", json={"input": "plan", "model": "planner"})).json()
+        parked = await until_state(client, parent["id"], "input_required")
+        assert parked["input_request"]["kind"] == "subtasks"
+        refused = await client.post(f"/v1/tasks/{parent['id']}/input", json={"answer": "x"})
+        assert refused.status_code == 409
+        children = (await client.get("/v1/tasks", params={"parent_id": parent["id"]})).json()[
+            "tasks"
+        ]
+        assert len(children) == 2
+        release_children.set()
+        done = await until_state(client, parent["id"], "completed", "failed")
+        log = (await client.get(f"/v1/tasks/{parent['id']}/events", params={"limit": 200})).json()
+    assert done["state"] == "completed", done
+    assert done["result"] == "collected child did a, child did b"
+    assert done["attempt"] == 2
+    changes = [
+        (e["data"]["from"], e["data"]["to"], e["data"].get("cause"))
+        for e in log["events"]
+        if e["type"] == "state_change"
+    ]
+    assert changes == [
+        (None, "pending", None),
+        ("pending", "running", None),
+        ("running", "input_required", None),
+        ("input_required", "running", "subtasks_finished"),
+        ("running", "completed", None),
+    ]

@@ -135,6 +135,12 @@ FROM task_calls WHERE task_id = :p_id AND id > :p_after ORDER BY id LIMIT :p_lim
     )
 )
 
+_CHILDREN = Statement(
+    text(
+        "SELECT id, state, result, error FROM tasks WHERE parent_id = :p_id ORDER BY id"
+    ).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)))
+)
+
 _ALL_CALLS = Statement(
     text(
         "SELECT tool_call_id, name, status, result, error FROM task_calls WHERE task_id = :p_id"
@@ -222,6 +228,9 @@ class LedgerStore:
 
     async def all_messages(self, task_id: uuid.UUID) -> list[Row]:
         return await self.messages(task_id, after=-1, limit=1_000_000)
+
+    async def children(self, task_id: uuid.UUID) -> list[Row]:
+        return await self.db.fetch(_CHILDREN, {"p_id": task_id})
 
     async def all_calls(self, task_id: uuid.UUID) -> dict[str, Row]:
         rows = await self.db.fetch(_ALL_CALLS, {"p_id": task_id})

@@ -22,7 +22,7 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
 
-from taskservice.agents import AgentCatalog
+from taskservice.agents import ASK_USER, WAIT_FOR_SUBTASKS, AgentCatalog
 from taskservice.models import Task
 from taskservice.worker.ledger import RunLedger
 
@@ -76,6 +76,23 @@ def failure_of(exc: Exception) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
 
 
+def waiting_for(requests: DeferredToolRequests) -> dict[str, Any]:
+    """The task's `input_request`: questions for a person, else its subtasks."""
+    questions = [
+        {
+            "id": call.tool_call_id,
+            "tool": call.tool_name,
+            "question": requests.metadata.get(call.tool_call_id, {}).get("question"),
+        }
+        for call in requests.calls
+        if call.tool_name == ASK_USER
+    ]
+    if questions:
+        return {"kind": "questions", "questions": questions}
+    wait = next(c for c in requests.calls if c.tool_name == WAIT_FOR_SUBTASKS)
+    return {"kind": "subtasks", "call_id": wait.tool_call_id}
+
+
 class Executor:
     def __init__(self, catalog: AgentCatalog) -> None:
         self.catalog = catalog
@@ -107,13 +124,5 @@ class Executor:
         assert result is not None
         output = result.output
         if isinstance(output, DeferredToolRequests):
-            questions = [
-                {
-                    "id": call.tool_call_id,
-                    "tool": call.tool_name,
-                    "question": output.metadata.get(call.tool_call_id, {}).get("question"),
-                }
-                for call in output.calls
-            ]
-            return NeedsInput({"questions": questions}, ledger.usage)
+            return NeedsInput(waiting_for(output), ledger.usage)
         return Completed(output, ledger.usage)

@@ -27,7 +27,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import DeferredToolResults
 
 from taskservice.db.ledger import LedgerStore
-from taskservice.models import Lease, Task
+from taskservice.db.store import TaskStore
+from taskservice.models import AgentSpec, Lease, NewTask, Task
+from taskservice.states import TaskState
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +81,9 @@ def open_tool_calls(history: list[ModelMessage]) -> list[ToolCallPart]:
 class RunLedger:
     """The `RunHooks` of one run, writing through fenced statements."""
 
-    def __init__(self, store: LedgerStore, task: Task, lease: Lease) -> None:
+    def __init__(self, store: LedgerStore, tasks: TaskStore, task: Task, lease: Lease) -> None:
         self.store = store
+        self.tasks = tasks
         self.task = task
         self.lease = lease
         self.position = 0  # of the next message to persist
@@ -217,6 +220,35 @@ class RunLedger:
 
     async def tool_deferred(self, call_id: str, name: str, arguments: Any) -> None:
         await self._call(call_id, name, arguments, "pending")
+
+    async def spawn(self, call_id: str, input: str, system_prompt: str | None) -> str:
+        # One subtask per tool call: a call executed again returns the same child.
+        agent = self.task.agent
+        if system_prompt:
+            agent = AgentSpec(agent.profile, agent.model, system_prompt)
+        child, _ = await self.tasks.create(
+            NewTask(
+                tenant=self.task.tenant,
+                input=input,
+                agent=agent,
+                metadata={"spawned_by": {"task_id": str(self.task.id), "tool_call_id": call_id}},
+                max_attempts=self.task.max_attempts,
+                timeout_seconds=self.task.timeout_seconds,
+                parent_id=self.task.id,
+                context_id=self.task.context_id,
+                idempotency_key=f"subtask:{self.task.id}:{call_id}",
+            )
+        )
+        return str(child.id)
+
+    async def subtasks(self) -> list[dict[str, Any]] | None:
+        rows = await self.store.children(self.task.id)
+        if any(not TaskState(row["state"]).is_terminal for row in rows):
+            return None
+        return [
+            {"id": str(r["id"]), "state": r["state"], "result": r["result"], "error": r["error"]}
+            for r in rows
+        ]
 
     async def progress(self, percent: float, note: str) -> None:
         event = {"type": "progress", "data": {"percent": percent, "note": note}}

@@ -189,7 +189,7 @@ class WorkerPool:
 
     async def _execute(self, task: Task, lease: Lease) -> None:
         try:
-            outcome = await self._run_agent(task, RunLedger(self.ledger, task, lease))
+            outcome = await self._run_agent(task, RunLedger(self.ledger, self.store, task, lease))
             await self._finish(task, lease, outcome)
         except (asyncio.CancelledError, LeaseLost):
             # Cancelled by the API, lease lost, or shutdown: not ours to write.
@@ -238,6 +238,13 @@ class WorkerPool:
         )
         if written is None:
             log.info("task %s: outcome dropped, the task is no longer ours", task.id)
+            return
+        # Parked parents resume when their last subtask finishes; a parent that just
+        # parked may find its subtasks already done.
+        if target.is_terminal and task.parent_id is not None:
+            await self.store.resume_parents(parent_id=task.parent_id)
+        elif target is TaskState.INPUT_REQUIRED:
+            await self.store.resume_parents(parent_id=task.id)
 
     # -- recovery ---------------------------------------------------------------
 
@@ -249,6 +256,9 @@ class WorkerPool:
             try:
                 recovered, failed = await self.leases.reap()
                 stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
+                # Backstop for parents whose last subtask ended on another path
+                # (cancelled, failed by the reaper).
+                recovered += await self.store.resume_parents()
             except TRANSIENT_ERRORS as exc:
                 log.warning("reaper failed (%s); retrying", exc)
                 continue
