@@ -25,6 +25,7 @@ from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Database
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub
+from taskservice.routing import MessageRouter
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.worker.executor import Executor
@@ -50,6 +51,7 @@ class Runtime:
     auth: Authenticator
     catalog: AgentCatalog
     service: TaskService
+    router: MessageRouter
     hub: EventHub | None
     pool: WorkerPool | None
 
@@ -101,6 +103,12 @@ class Runtime:
                 )
                 await pool.start()
                 stack.push_async_callback(pool.stop)
+            service = TaskService(
+                store=store, ledger=LedgerStore(db), catalog=catalog, settings=settings
+            )
+            router_model = (
+                catalog.model_for(settings.router_model) if settings.router_model else None
+            )
             yield cls(
                 settings=settings,
                 database_url=url,
@@ -109,9 +117,8 @@ class Runtime:
                 keys=keys,
                 auth=auth,
                 catalog=catalog,
-                service=TaskService(
-                    store=store, ledger=LedgerStore(db), catalog=catalog, settings=settings
-                ),
+                service=service,
+                router=MessageRouter(service, model=router_model),
                 hub=hub,
                 pool=pool,
             )

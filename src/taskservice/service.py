@@ -248,6 +248,10 @@ class TaskService:
             )
         return answered
 
+    async def waiting_for_input(self, *, tenant: str, context_id: str | None) -> list[Task]:
+        """Tasks in a context (or in none) that wait for answers to questions."""
+        return await self.store.waiting_for_input(tenant=tenant, context_id=context_id)
+
     async def messages(
         self, *, tenant: str, task_id: str, after: int = -1, limit: int | None = None
     ) -> tuple[list[Row], int | None]:

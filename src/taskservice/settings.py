@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     agents_file: Path | None = None  # TOML or JSON agent profiles
     openai_base_url: str | None = None  # an OpenAI-compatible server for openai: models
     openai_api_key: str | None = None  # else OPENAI_API_KEY
+    router_model: str | None = None  # picks among waiting tasks; None: the offline router
     default_max_attempts: int = 3
 
     # Workers.

@@ -12,7 +12,7 @@ from taskservice import __version__
 from taskservice.agents import ToolFunction
 from taskservice.api import errors
 from taskservice.api.limits import RequestGuard
-from taskservice.api.routes import agents, health, tasks
+from taskservice.api.routes import agents, health, messages, tasks
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
 
@@ -51,6 +51,7 @@ def create_app(
     errors.install(app)
     app.include_router(tasks.router)
     app.include_router(agents.router)
+    app.include_router(messages.router)
     app.include_router(health.router)
     app.add_middleware(RequestGuard, max_bytes=settings.max_body_bytes)
     return app

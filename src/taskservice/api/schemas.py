@@ -55,6 +55,15 @@ class InputGiven(Request):
     )
 
 
+class MessageIn(Request):
+    text: str = Field(
+        min_length=1,
+        max_length=65_536,
+        description="Free text; a leading `@<task id>` sends it to that task.",
+    )
+    context_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
 class AgentOut(BaseModel):
     profile: str
     model: str
@@ -185,6 +194,13 @@ class ProfileOut(BaseModel):
 
 class ProfileList(BaseModel):
     agents: list[ProfileOut]
+
+
+class RoutedOut(BaseModel):
+    task: TaskOut
+    decision: str = Field(description="explicit, single, model or new.")
+    confidence: float
+    reason: str
 
 
 class Health(BaseModel):

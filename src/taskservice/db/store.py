@@ -309,6 +309,16 @@ RETURNING task_id
 """).bindparams(bindparam("p_parent", type_=UUID(as_uuid=True)))
 )
 
+_WAITING = Statement(
+    text("""
+SELECT * FROM tasks
+WHERE tenant = :p_tenant AND state = 'input_required'
+  AND input_request ->> 'kind' = 'questions'
+  AND context_id IS NOT DISTINCT FROM :p_context
+ORDER BY id LIMIT 50
+""").bindparams(bindparam("p_tenant", type_=Text), bindparam("p_context", type_=Text))
+)
+
 _FAIL_OPEN_CALLS = Statement(
     text("""
 UPDATE task_calls SET status = 'failed', error = 'cancelled', finished_at = now()
@@ -539,3 +549,7 @@ class TaskStore:
         (one parent, or any). Their wait call returns the subtasks' outcomes."""
         rows = await self.db.fetch(_RESUME_PARENTS, {"p_parent": parent_id})
         return len(rows)
+
+    async def waiting_for_input(self, *, tenant: str, context_id: str | None) -> list[Task]:
+        rows = await self.db.fetch(_WAITING, {"p_tenant": tenant, "p_context": context_id})
+        return [task_from_row(row) for row in rows]

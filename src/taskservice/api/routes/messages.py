@@ -1,0 +1,33 @@
+"""`/v1/messages`: send free text; it reaches the task waiting for it, or starts one."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, status
+
+from taskservice.api.deps import Caller
+from taskservice.api.errors import problem_responses
+from taskservice.api.schemas import MessageIn, RoutedOut, TaskOut
+from taskservice.runtime import Runtime
+
+router = APIRouter(prefix="/v1/messages", tags=["messages"])
+
+
+@router.post(
+    "",
+    operation_id="sendMessage",
+    response_model=RoutedOut,
+    status_code=status.HTTP_200_OK,
+    responses=problem_responses(400, 401, 404, 409, 413, 415, 422),
+    summary="Route a message to the task waiting for it, or to a new task",
+)
+async def send_message(body: MessageIn, caller: Caller, request: Request) -> RoutedOut:
+    runtime: Runtime = request.app.state.runtime
+    routed = await runtime.router.route(
+        tenant=caller.tenant, text=body.text, context_id=body.context_id
+    )
+    return RoutedOut(
+        task=TaskOut.of(routed.task),
+        decision=routed.decision,
+        confidence=routed.confidence,
+        reason=routed.reason,
+    )
