@@ -3,8 +3,14 @@
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from taskservice.errors import DatabaseUnavailable
+
 # What a background loop may treat as "retry later" (it logs and carries on).
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, OSError)
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    DatabaseUnavailable,
+    SQLAlchemyError,
+    OSError,
+)
 
 
 def is_unavailable(exc: BaseException) -> bool:
