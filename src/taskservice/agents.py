@@ -267,6 +267,23 @@ def _check_tools(profile: AgentProfile, known: set[str]) -> None:
         )
 
 
+def load_plugins(modules: list[str]) -> tuple[dict[str, Model], dict[str, ToolFunction]]:
+    """Import plugin modules; each may define `TOOLS` and `MODELS` (name → object)."""
+    import importlib
+
+    models: dict[str, Model] = {}
+    tools: dict[str, ToolFunction] = {}
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise ProfileError(f"cannot import plugin {name!r}: {exc}") from exc
+        models.update(getattr(module, "MODELS", {}))
+        tools.update(getattr(module, "TOOLS", {}))
+        log.info("plugin %s: tools %s, models %s", name, sorted(tools), sorted(models))
+    return models, tools
+
+
 @dataclass
 class AgentCatalog:
     """Resolves requests into `AgentSpec`s, and specs into (cached) agents."""

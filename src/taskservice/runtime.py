@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.agents import AgentCatalog, ToolFunction
+from taskservice.agents import AgentCatalog, ToolFunction, load_plugins
 from taskservice.auth import Authenticator
 from taskservice.db import migrate
 from taskservice.db.embedded import start_embedded
@@ -76,7 +76,12 @@ class Runtime:
             db = Database(engine, pool_size=settings.db_pool_size)
             store = TaskStore(db)
             keys = ApiKeyStore(engine)
-            catalog = AgentCatalog(settings, models=models or {}, tools=tools or {})
+            plugin_models, plugin_tools = load_plugins(settings.plugins)
+            catalog = AgentCatalog(
+                settings,
+                models={**plugin_models, **(models or {})},
+                tools={**plugin_tools, **(tools or {})},
+            )
             stack.push_async_callback(catalog.aclose)
             auth = Authenticator(keys, settings)
             if api and await auth.check_startup():

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     )
     default_request_limit: int = 20  # model requests per run; beyond: "maximum iterations"
     agents_file: Path | None = None  # TOML or JSON agent profiles
+    # Modules whose TOOLS and MODELS dicts add named tools and models.
+    plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     openai_base_url: str | None = None  # an OpenAI-compatible server for openai: models
     openai_api_key: str | None = None  # else OPENAI_API_KEY
     router_model: str | None = None  # picks among waiting tasks; None: the offline router
@@ -64,7 +66,7 @@ class Settings(BaseSettings):
     stall_seconds: float = 120.0  # a running task quiet this long gets a `stalled` event
     shutdown_grace_seconds: float = 20.0  # for runs to finish before they are released
 
-    @field_validator("allowed_models", "default_tools", mode="before")
+    @field_validator("allowed_models", "default_tools", "plugins", mode="before")
     @classmethod
     def _split_csv(cls, value: object) -> object:
         # Comma-separated lists are friendlier than JSON in an environment variable.

@@ -54,7 +54,7 @@ async def workers(
 ) -> AsyncIterator[list[Worker]]:
     env = cli_env(
         TASKSERVICE_DATABASE_URL=database_url,
-        TASKSERVICE_ALLOWED_MODELS="offline:0.02,offline:0.5,offline:3,offline:4",
+        TASKSERVICE_ALLOWED_MODELS="offline:0.02,offline:0.5,offline:3,offline:4,scripted",
         **{f"TASKSERVICE_{k.upper()}": str(v) for k, v in settings.items()},
     )
     started: list[Worker] = []
@@ -237,3 +237,49 @@ async def test_workers_and_listener_recover_when_database_connections_are_killed
         assert all(p.process.poll() is None for p in procs)
         assert any("reconnected" in p.output() for p in procs)
     assert (await states(database_url)) == Counter({"completed": 200})
+
+
+async def test_a_worker_killed_between_two_tool_calls_resumes_without_repeating_the_first(
+    database_url: str, db: AsyncEngine, store: TaskStore, tmp_path: Path
+) -> None:
+    plugin_dir = tmp_path / "plugin"
+    plugin_dir.mkdir()
+    env = {
+        "lease_seconds": 1.5,
+        "reap_interval": 0.3,
+        "poll_interval": 0.5,
+        "plugins": "tests.fakes.plugin",
+        "default_tools": "count,hang",
+        "test_plugin_dir": str(plugin_dir),
+    }
+    async with workers(database_url, tmp_path, 1, **env) as [victim]:
+        await new_task(store, input="go", agent=replace(SPEC, model="scripted"))
+
+        async def hanging() -> bool:
+            return (plugin_dir / "hanging").exists()
+
+        await wait_until(hanging, 20, "the second tool call to start")
+        os.kill(victim.process.pid, signal.SIGKILL)
+        victim.process.wait(timeout=10)
+
+        async with workers(database_url, tmp_path, 1, **env):
+
+            async def done() -> bool:
+                return (await states(database_url))["completed"] == 1
+
+            await wait_until(done, 30, "the task to complete on the second worker")
+
+    [task] = await fetch(database_url, "SELECT id, attempt, result FROM tasks")
+    assert task["attempt"] == 2
+    runs = (plugin_dir / "count.log").read_text().split()
+    assert runs == [str(victim.process.pid)]  # executed once, by the killed worker
+    assert '"c1=counted step 1' in task["result"]
+    assert "interrupted" in task["result"]
+    calls = await fetch(
+        database_url, "SELECT tool_call_id, status, error FROM task_calls ORDER BY tool_call_id"
+    )
+    assert [(c["tool_call_id"], c["status"]) for c in calls] == [
+        ("c1", "completed"),
+        ("c2", "failed"),
+    ]
+    assert calls[1]["error"].startswith("interrupted")
