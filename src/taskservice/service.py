@@ -1,4 +1,5 @@
-"""The use cases: submit, get, list, cancel, read events.
+"""The use cases: submit, get, list, cancel, give input, read the event log, the
+conversation and the tool calls.
 
 Transport-independent: the REST routes (and later the A2A binding) are thin adapters
 over `TaskService`. Every rule about what a request may do lives here; every SQL

@@ -205,23 +205,6 @@ def _transition_statement(
     return Statement(_with_event(t, literal(STATE_CHANGE), bindparam("event", type_=JSONB)))
 
 
-def _build_append_event() -> Statement:
-    t = (
-        update(tasks)
-        .where(
-            tasks.c.id == bindparam("p_id"),
-            tasks.c.state == TaskState.RUNNING.value,
-            _fenced(),
-        )
-        .values(event_seq=tasks.c.event_seq + 1, updated_at=func.now())
-        .returning(*tasks.c)
-        .cte("t")
-    )
-    return Statement(_with_event(t, bindparam("event_type"), bindparam("event", type_=JSONB)))
-
-
-_APPEND_EVENT = _build_append_event()
-
 # Cancel every live task below a cancelled one (any depth), each with its event.
 # FOR UPDATE re-reads a row changed meanwhile, so a child that completed a moment
 # ago is left alone.
@@ -480,18 +463,6 @@ class TaskStore:
         }
         row = await self.db.fetchrow(statement, params)
         return task_from_row(row) if row is not None else None
-
-    async def append_event(
-        self,
-        task_id: uuid.UUID,
-        *,
-        event_type: str,
-        data: Mapping[str, Any],
-        lease: Lease,
-    ) -> bool:
-        """Record a non-state event for a task the caller holds; False if it lost it."""
-        params = {"p_id": task_id, "event_type": event_type, "event": dict(data)}
-        return bool(await self.db.fetch(_APPEND_EVENT, params | _lease_params(lease)))
 
     async def cancel(
         self, task_id: uuid.UUID, *, source: TaskState, tenant: str, reason: str | None
