@@ -8,12 +8,15 @@ migrated with alembic; each test starts from empty tables.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import secrets
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ import asyncpg
 import httpx
 import pydantic_ai.models
 import pytest
+import uvicorn
 from asgi_lifespan import LifespanManager
 from pydantic_ai.models import Model
 from sqlalchemy.engine import make_url
@@ -135,6 +139,48 @@ def make_client(db: AsyncEngine, settings: Settings) -> ClientFactory:
         ):
             client.app = app  # type: ignore[attr-defined]
             yield client
+
+    return factory
+
+
+@dataclass
+class LiveServer:
+    url: str
+    app: Any
+
+
+LiveFactory = Callable[..., AbstractAsyncContextManager[LiveServer]]
+
+
+@pytest.fixture
+def make_live(db: AsyncEngine, settings: Settings) -> LiveFactory:
+    """The real app behind a real uvicorn server on 127.0.0.1, in this event loop."""
+
+    @asynccontextmanager
+    async def factory(
+        models: dict[str, Model] | None = None,
+        tools: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> AsyncIterator[LiveServer]:
+        app_settings = settings.model_copy(update=overrides)
+        if models:
+            app_settings.allowed_models = [*app_settings.allowed_models, *models]
+        app = create_app(app_settings, models=models, tools=tools)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        server = uvicorn.Server(config)
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+        serving = asyncio.create_task(server.serve())
+        try:
+            await wait_for(lambda: server.started or serving.done(), timeout=30)
+            if serving.done():
+                serving.result()  # start-up failed: raise why
+            yield LiveServer(url=f"http://127.0.0.1:{port}", app=app)
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(serving, timeout=30)
 
     return factory
 

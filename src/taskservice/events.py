@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,3 +150,44 @@ class EventHub:
                 subscriber(notice)
             except Exception:
                 log.exception("event subscriber failed on %s", notice)
+
+
+class TaskWatchers:
+    """Per-task wake-ups for streams and long polls.
+
+    A notice only marks the watchers of its task dirty; each watcher then reads what
+    it has not seen from `task_events` itself. So a slow or stalled reader holds a
+    flag, never a queue of events, and cannot delay anyone else; after a reconnect
+    of the hub every watcher is marked dirty to catch up.
+    """
+
+    def __init__(self, hub: EventHub) -> None:
+        self._by_task: dict[uuid.UUID, set[asyncio.Event]] = {}
+        hub.subscribe(self._on_notice)
+        hub.on_reconnect(self._wake_all)
+
+    def _on_notice(self, notice: EventNotice) -> None:
+        for flag in self._by_task.get(notice.task_id, ()):
+            flag.set()
+
+    def _wake_all(self) -> None:
+        for flags in self._by_task.values():
+            for flag in flags:
+                flag.set()
+
+    @contextlib.contextmanager
+    def watch(self, task_id: uuid.UUID) -> Iterator[asyncio.Event]:
+        flag = asyncio.Event()
+        self._by_task.setdefault(task_id, set()).add(flag)
+        try:
+            yield flag
+        finally:
+            flags = self._by_task.get(task_id)
+            if flags is not None:
+                flags.discard(flag)
+                if not flags:
+                    del self._by_task[task_id]
+
+    @property
+    def watched(self) -> int:
+        return sum(len(flags) for flags in self._by_task.values())

@@ -24,7 +24,7 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Database
 from taskservice.db.store import TaskStore
-from taskservice.events import EventHub
+from taskservice.events import EventHub, TaskWatchers
 from taskservice.routing import MessageRouter
 from taskservice.service import TaskService
 from taskservice.settings import Settings
@@ -52,7 +52,7 @@ class Runtime:
     catalog: AgentCatalog
     service: TaskService
     router: MessageRouter
-    hub: EventHub | None
+    hub: EventHub
     pool: WorkerPool | None
 
     @classmethod
@@ -90,12 +90,12 @@ class Runtime:
                     "act as tenant 'default' (listening on %s only)",
                     settings.host,
                 )
-            hub: EventHub | None = None
+            hub = EventHub(url)
+            await hub.start()
+            stack.push_async_callback(hub.stop)
+            watchers = TaskWatchers(hub)
             pool: WorkerPool | None = None
             if workers:
-                hub = EventHub(url)
-                await hub.start()
-                stack.push_async_callback(hub.stop)
                 catalog.announce()
                 pool = WorkerPool(
                     store=store,
@@ -109,7 +109,11 @@ class Runtime:
                 await pool.start()
                 stack.push_async_callback(pool.stop)
             service = TaskService(
-                store=store, ledger=LedgerStore(db), catalog=catalog, settings=settings
+                store=store,
+                ledger=LedgerStore(db),
+                catalog=catalog,
+                settings=settings,
+                watchers=watchers,
             )
             router_model = (
                 catalog.model_for(settings.router_model) if settings.router_model else None

@@ -8,7 +8,9 @@ statement lives in `db`.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -20,6 +22,7 @@ from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Row
 from taskservice.db.store import TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
+from taskservice.events import TaskWatchers
 from taskservice.ids import parse_uuid
 from taskservice.models import EventPage, NewTask, Task, TaskFilter, TaskPage
 from taskservice.settings import Settings
@@ -48,6 +51,11 @@ def _check_nul(encoded: str) -> None:
         raise InvalidRequest(_NUL_MESSAGE)
 
 
+def _settled(task: Task) -> bool:
+    """Nothing more happens to the task without someone acting on it."""
+    return task.state.is_terminal or task.state is TaskState.INPUT_REQUIRED
+
+
 def encode_cursor(task_id: uuid.UUID) -> str:
     raw = f"{_CURSOR_VERSION}:{task_id}".encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -73,7 +81,9 @@ class TaskService:
         ledger: LedgerStore,
         catalog: AgentCatalog,
         settings: Settings,
+        watchers: TaskWatchers | None = None,
     ) -> None:
+        self.watchers = watchers
         self.store = store
         self.ledger = ledger
         self.catalog = catalog
@@ -159,6 +169,25 @@ class TaskService:
         task = await self.store.get(parsed, tenant=tenant) if parsed else None
         if task is None:
             raise NotFound(f"task {task_id} not found")
+        return task
+
+    async def wait(self, *, tenant: str, task_id: str, seconds: float) -> Task:
+        """Long poll: the task as soon as it is finished or waits for input, else as it
+        is when `seconds` (capped) have passed. Woken by the event hub, not a loop."""
+        task = await self.get(tenant=tenant, task_id=task_id)
+        if self.watchers is None or seconds <= 0 or _settled(task):
+            return task
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(seconds, self.settings.max_wait_seconds)
+        with self.watchers.watch(task.id) as changed:
+            # Read again once watching, so no change can slip in between.
+            task = await self.get(tenant=tenant, task_id=task.id)
+            while not _settled(task) and (remaining := deadline - loop.time()) > 0:
+                poll = min(remaining, self.settings.stream_poll_seconds)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout=poll)
+                changed.clear()
+                task = await self.get(tenant=tenant, task_id=task.id)
         return task
 
     async def list_tasks(

@@ -39,6 +39,13 @@ class Settings(BaseSettings):
     max_page_size: int = 200
     default_page_size: int = 50
 
+    # Observation.
+    max_wait_seconds: float = 60.0  # cap on GET /v1/tasks/{id}?wait=
+    stream_poll_seconds: float = 10.0  # streams re-read the table this often without NOTIFY
+    stream_ping_seconds: float = 15.0  # keep-alive comments on idle streams
+    stream_send_timeout: float = 30.0  # a reader stalled this long is disconnected
+    stream_retry_ms: int = 2000  # the reconnect delay suggested to SSE clients
+
     # Agents. Model names are pydantic-ai model strings; "offline" needs no key.
     default_model: str = OFFLINE_MODEL
     allowed_models: Annotated[list[str], NoDecode] = Field(default_factory=lambda: [OFFLINE_MODEL])

@@ -6,8 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Header, Query, Response, status
+from fastapi import APIRouter, Body, Header, Query, Request, Response, status
+from sse_starlette import EventSourceResponse
 
+from taskservice.api import streams
 from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.schemas import (
@@ -114,8 +116,23 @@ async def list_tasks(
     responses=problem_responses(401, 404),
     summary="Get a task",
 )
-async def get_task(task_id: TaskId, caller: Caller) -> TaskOut:
-    return TaskOut.of(await caller.service.get(tenant=caller.tenant, task_id=task_id))
+async def get_task(
+    task_id: TaskId,
+    caller: Caller,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            description="Long poll: answer as soon as the task is finished or waits for "
+            "input, or after this many seconds (capped by the server).",
+        ),
+    ] = 0,
+) -> TaskOut:
+    if wait:
+        task = await caller.service.wait(tenant=caller.tenant, task_id=task_id, seconds=wait)
+    else:
+        task = await caller.service.get(tenant=caller.tenant, task_id=task_id)
+    return TaskOut.of(task)
 
 
 @router.post(
@@ -140,15 +157,44 @@ async def cancel_task(
     "/{task_id}/events",
     operation_id="listTaskEvents",
     response_model=EventPage,
-    responses=problem_responses(401, 404, 422),
-    summary="Read a task's event log",
+    responses={
+        200: {
+            "description": "JSON pages, or with `Accept: text/event-stream` a live stream: "
+            "a `snapshot` of the task, then every event after `Last-Event-ID` (or `after`) "
+            "with the SSE `id` set to its seq, ending after the terminal state change.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **problem_responses(401, 404, 422),
+    },
+    summary="Read or stream a task's event log",
 )
 async def list_task_events(
     task_id: TaskId,
     caller: Caller,
+    request: Request,
     after: Annotated[int, Query(ge=0, description="Return events with seq > after.")] = 0,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
-) -> EventPage:
+    last_event_id: Annotated[
+        int | None, Header(ge=0, description="SSE resumption: the last seq received.")
+    ] = None,
+) -> EventPage | Response:
+    if "text/event-stream" in request.headers.get("accept", ""):
+        task = await caller.service.get(tenant=caller.tenant, task_id=task_id)  # 404 first
+        watchers = caller.service.watchers
+        assert watchers is not None  # the runtime always gives the service its watchers
+        settings = caller.service.settings
+        return EventSourceResponse(
+            streams.task_events(
+                service=caller.service,
+                watchers=watchers,
+                tenant=caller.tenant,
+                task=task,
+                after=last_event_id if last_event_id is not None else after,
+            ),
+            ping=settings.stream_ping_seconds,
+            send_timeout=settings.stream_send_timeout,
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
     page = await caller.service.events(
         tenant=caller.tenant, task_id=task_id, after=after, limit=limit
     )

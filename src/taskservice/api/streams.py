@@ -1,0 +1,69 @@
+"""Server-Sent Events: a task's event log, replayed then live.
+
+```
+snapshot (no id) ─▶ events seq > Last-Event-ID, read from task_events ─▶ live ─▶ terminal event: end
+                                   ▲                                        │
+                                   └──── hub notice or poll: read again ◀───┘
+```
+
+The SSE `id` is the event's sequence number, so a client reconnecting with
+`Last-Event-ID` gets exactly what it missed: every event is read from the table, in
+order, and sent once. The stream only ever holds a dirty flag and one page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from sse_starlette import ServerSentEvent
+
+from taskservice.api.schemas import EventOut, TaskOut
+from taskservice.events import TaskWatchers
+from taskservice.models import Task
+from taskservice.service import TaskService
+from taskservice.states import TaskState
+
+
+def _is_terminal_event(kind: str, data: dict[str, object]) -> bool:
+    to = data.get("to")
+    return kind == "state_change" and isinstance(to, str) and TaskState(to).is_terminal
+
+
+async def task_events(
+    *,
+    service: TaskService,
+    watchers: TaskWatchers,
+    tenant: str,
+    task: Task,
+    after: int,
+) -> AsyncIterator[ServerSentEvent]:
+    settings = service.settings
+    with watchers.watch(task.id) as dirty:
+        # Read the snapshot once watching: whatever happens next wakes us.
+        snapshot = await service.get(tenant=tenant, task_id=task.id)
+        yield ServerSentEvent(
+            data=TaskOut.of(snapshot).model_dump_json(),
+            event="snapshot",
+            retry=settings.stream_retry_ms,
+        )
+        last = after
+        while True:
+            dirty.clear()
+            page = await service.events(
+                tenant=tenant, task_id=str(task.id), after=last, limit=settings.max_page_size
+            )
+            for event in page.events:
+                yield ServerSentEvent(
+                    data=EventOut.of(event).model_dump_json(), event=event.type, id=str(event.seq)
+                )
+                last = event.seq
+                if _is_terminal_event(event.type, event.data):
+                    return
+            if page.next_after is not None:
+                continue  # more to replay
+            if snapshot.state.is_terminal:
+                return  # resumed after the end: nothing will follow
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(dirty.wait(), timeout=settings.stream_poll_seconds)
