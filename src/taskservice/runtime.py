@@ -19,7 +19,7 @@ from taskservice.auth import Authenticator
 from taskservice.db import migrate
 from taskservice.db.embedded import start_embedded
 from taskservice.db.engine import create_engine
-from taskservice.db.keys import ApiKeyStore
+from taskservice.db.keys import ApiKeyStore, service_secret
 from taskservice.db.leases import LeaseStore
 from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Database
@@ -28,6 +28,7 @@ from taskservice.events import EventHub, TaskWatchers
 from taskservice.routing import MessageRouter
 from taskservice.service import TaskService
 from taskservice.settings import Settings
+from taskservice.tokens import StreamTokens
 from taskservice.worker.executor import Executor
 from taskservice.worker.pool import WorkerPool
 
@@ -52,6 +53,7 @@ class Runtime:
     catalog: AgentCatalog
     service: TaskService
     router: MessageRouter
+    tokens: StreamTokens
     hub: EventHub
     pool: WorkerPool | None
 
@@ -128,6 +130,9 @@ class Runtime:
                 catalog=catalog,
                 service=service,
                 router=MessageRouter(service, model=router_model),
+                tokens=StreamTokens(
+                    settings.stream_token_secret or await service_secret(engine, "stream_tokens")
+                ),
                 hub=hub,
                 pool=pool,
             )

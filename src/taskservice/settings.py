@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     stream_ping_seconds: float = 15.0  # keep-alive comments on idle streams
     stream_send_timeout: float = 30.0  # a reader stalled this long is disconnected
     stream_retry_ms: int = 2000  # the reconnect delay suggested to SSE clients
+    stream_token_secret: str | None = None  # else a key shared through the database
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Agents. Model names are pydantic-ai model strings; "offline" needs no key.
     default_model: str = OFFLINE_MODEL
@@ -73,7 +75,7 @@ class Settings(BaseSettings):
     stall_seconds: float = 120.0  # a running task quiet this long gets a `stalled` event
     shutdown_grace_seconds: float = 20.0  # for runs to finish before they are released
 
-    @field_validator("allowed_models", "default_tools", "plugins", mode="before")
+    @field_validator("allowed_models", "default_tools", "plugins", "cors_origins", mode="before")
     @classmethod
     def _split_csv(cls, value: object) -> object:
         # Comma-separated lists are friendlier than JSON in an environment variable.

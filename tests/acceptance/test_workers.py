@@ -233,7 +233,15 @@ async def test_workers_and_listener_recover_when_database_connections_are_killed
         async def all_done() -> bool:
             return (await states(database_url))["completed"] == 200
 
-        await wait_until(all_done, 60, "200 completed tasks")
+        try:
+            await wait_until(all_done, 60, "200 completed tasks")
+        except AssertionError:
+            errors = await fetch(
+                database_url,
+                "SELECT state, attempt, error FROM tasks WHERE state <> 'completed' LIMIT 5",
+            )
+            logs = "\n".join(p.output()[-3000:] for p in procs)
+            raise AssertionError(f"{await states(database_url)} {errors}\n{logs}") from None
         assert all(p.process.poll() is None for p in procs)
         assert any("reconnected" in p.output() for p in procs)
     assert (await states(database_url)) == Counter({"completed": 200})

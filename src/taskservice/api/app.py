@@ -6,13 +6,14 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from pydantic_ai.models import Model
 
 from taskservice import __version__
 from taskservice.agents import ToolFunction
 from taskservice.api import errors
 from taskservice.api.limits import RequestGuard
-from taskservice.api.routes import agents, health, messages, tasks
+from taskservice.api.routes import agents, health, messages, tasks, tokens
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
 
@@ -52,6 +53,15 @@ def create_app(
     app.include_router(tasks.router)
     app.include_router(agents.router)
     app.include_router(messages.router)
+    app.include_router(tokens.router)
     app.include_router(health.router)
     app.add_middleware(RequestGuard, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
+            expose_headers=["Location", "Idempotent-Replayed"],
+        )
     return app

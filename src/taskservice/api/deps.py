@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request, Security
+from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from taskservice.errors import NotFound
+from taskservice.ids import parse_uuid
 from taskservice.runtime import Runtime
 from taskservice.service import TaskService
 
@@ -42,5 +44,28 @@ async def get_caller(
     return CallerContext(tenant=tenant, service=runtime.service)
 
 
+async def get_reader(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+    token: Annotated[
+        str | None,
+        Query(
+            description="A stream token (POST /v1/stream-tokens), for clients that cannot "
+            "send headers. API keys are never accepted here."
+        ),
+    ] = None,
+) -> CallerContext:
+    """Who may read a task's events: an API key, or a stream token for this task."""
+    runtime: Runtime = request.app.state.runtime
+    if request.headers.get("authorization") or token is None:
+        return await get_caller(request, _declared)
+    grant = runtime.tokens.verify(token)
+    task_id = parse_uuid(request.path_params.get("task_id", ""))
+    if not grant.allows(task_id):
+        raise NotFound(f"task {request.path_params.get('task_id')} not found")
+    return CallerContext(tenant=grant.tenant, service=runtime.service)
+
+
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+Reader = Annotated[CallerContext, Depends(get_reader)]
 Caller = Annotated[CallerContext, Depends(get_caller)]

@@ -203,6 +203,19 @@ class RoutedOut(BaseModel):
     reason: str
 
 
+class StreamTokenRequest(Request):
+    task_id: uuid.UUID | None = Field(
+        default=None, description="Only this task's stream; omit for every task of the tenant."
+    )
+    ttl_seconds: int = Field(default=300, ge=10, le=3600)
+
+
+class StreamToken(BaseModel):
+    token: str = Field(description="Pass as `?token=` to an event stream.")
+    expires_at: datetime
+    task_id: uuid.UUID | None
+
+
 class Health(BaseModel):
     status: str
     schema_revision: str | None = None

@@ -13,7 +13,7 @@ import uuid
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.tables import api_keys
+from taskservice.db.tables import api_keys, service_secrets
 from taskservice.ids import uuid7
 from taskservice.models import ApiKey
 
@@ -87,3 +87,11 @@ class ApiKeyStore:
         async with self.engine.begin() as conn:
             row = (await conn.execute(stmt)).first()
         return _from_row(row) if row is not None else None
+
+
+async def service_secret(engine: AsyncEngine, name: str) -> str:
+    """A secret every replica shares (created by a migration)."""
+    stmt = select(service_secrets.c.value).where(service_secrets.c.name == name)
+    async with engine.connect() as conn:
+        value: str = (await conn.execute(stmt)).scalar_one()
+    return value

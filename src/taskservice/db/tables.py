@@ -247,3 +247,13 @@ api_keys = Table(
     _created(),
     Column("revoked_at", TZ),
 )
+
+service_secrets = Table(
+    "service_secrets",
+    metadata,
+    # Secrets every replica shares (e.g. the stream-token signing key), made by a
+    # migration so that no operator has to configure them.
+    Column("name", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+    _created(),
+)

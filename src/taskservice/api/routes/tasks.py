@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response, status
 from sse_starlette import EventSourceResponse
 
 from taskservice.api import streams
-from taskservice.api.deps import Caller
+from taskservice.api.deps import Caller, Reader
 from taskservice.api.errors import problem_responses
 from taskservice.api.schemas import (
     CallOut,
@@ -170,7 +170,7 @@ async def cancel_task(
 )
 async def list_task_events(
     task_id: TaskId,
-    caller: Caller,
+    caller: Reader,
     request: Request,
     after: Annotated[int, Query(ge=0, description="Return events with seq > after.")] = 0,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,

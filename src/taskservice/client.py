@@ -1,0 +1,165 @@
+"""`TaskClient`: the service's verbs over HTTP, for agents and scripts.
+
+```python
+async with TaskClient("http://127.0.0.1:8000", api_key=KEY) as client:
+    task = await client.submit("Summarise the A2A protocol")
+    async for event in client.stream(task["id"]):   # resumes by itself after drops
+        print(event["type"], event["data"])
+    done = await client.wait(task["id"])
+```
+
+Errors are raised as `TaskServiceError` carrying the problem document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+SETTLED = frozenset({"completed", "failed", "cancelled", "input_required"})
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+RECONNECT_DELAY = 0.5  # seconds between stream reconnects
+MAX_RECONNECTS = 1000
+
+
+class TaskServiceError(Exception):
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        super().__init__(f"{status} {problem.get('title', '')}: {problem.get('detail', '')}")
+        self.status = status
+        self.problem = problem
+
+
+class TaskClient:
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> TaskClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = await self._http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            try:
+                problem = response.json()
+            except ValueError:
+                problem = {"title": response.reason_phrase, "detail": response.text}
+            raise TaskServiceError(response.status_code, problem)
+        return response.json()
+
+    # -- verbs ------------------------------------------------------------------
+
+    async def submit(
+        self, input: str | dict[str, Any], *, idempotency_key: str | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        body = {"input": input, **{k: v for k, v in fields.items() if v is not None}}
+        task: dict[str, Any] = await self._call("POST", "/v1/tasks", json=body, headers=headers)
+        return task
+
+    async def get(self, task_id: str, *, wait: float | None = None) -> dict[str, Any]:
+        params = {"wait": wait} if wait else {}
+        task: dict[str, Any] = await self._call("GET", f"/v1/tasks/{task_id}", params=params)
+        return task
+
+    async def list(self, **filters: Any) -> dict[str, Any]:
+        params = {k: v for k, v in filters.items() if v is not None}
+        page: dict[str, Any] = await self._call("GET", "/v1/tasks", params=params)
+        return page
+
+    async def wait(self, task_id: str, *, within: float = 600.0) -> dict[str, Any]:
+        """The task once finished or waiting for input, or as it is after `within`
+        seconds (long polls; no busy loop)."""
+        deadline = time.monotonic() + within
+        while True:
+            remaining = deadline - time.monotonic()
+            task = await self.get(task_id, wait=max(0.1, min(remaining, 60)))
+            if task["state"] in SETTLED or remaining <= 0:
+                return task
+
+    async def cancel(self, task_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        body = {"reason": reason} if reason else None
+        task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/cancel", json=body)
+        return task
+
+    async def provide_input(
+        self,
+        task_id: str,
+        *,
+        answer: str | None = None,
+        answers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        body = {"answer": answer} if answers is None else {"answers": answers}
+        task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/input", json=body)
+        return task
+
+    async def stream(self, task_id: str, *, after: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """Every event after `after`, then live ones, until the task ends. A dropped
+        connection is resumed from the last event received: none lost, none twice."""
+        last = after
+        for _ in range(MAX_RECONNECTS):
+            ended_before = False  # a resumed stream with a finished snapshot and nothing else
+            try:
+                async for kind, event_id, data in self._events(task_id, last):
+                    if kind == "snapshot":
+                        ended_before = json.loads(data)["state"] in TERMINAL
+                        continue
+                    ended_before = False
+                    event = json.loads(data)
+                    last = int(event_id) if event_id else last
+                    yield event
+                    if kind == "state_change" and event["data"].get("to") in TERMINAL:
+                        return
+                if ended_before:
+                    return
+            except (httpx.TransportError, httpx.RemoteProtocolError):
+                pass  # dropped: resume from `last`
+            await asyncio.sleep(RECONNECT_DELAY)
+        raise TaskServiceError(0, {"title": "stream", "detail": "too many reconnects"})
+
+    async def _events(self, task_id: str, after: int) -> AsyncIterator[tuple[str, str, str]]:
+        headers = {"Accept": "text/event-stream", "Last-Event-ID": str(after)}
+        async with self._http.stream(
+            "GET", f"/v1/tasks/{task_id}/events", headers=headers, timeout=None
+        ) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                raise TaskServiceError(response.status_code, response.json())
+            kind, event_id, data = "message", "", list[str]()
+            async for line in response.aiter_lines():
+                if not line:
+                    if data:
+                        yield kind, event_id, "\n".join(data)
+                    kind, event_id, data = "message", "", list[str]()
+                elif line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("id:"):
+                    event_id = line[3:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))

@@ -1,0 +1,154 @@
+"""TaskClient and the CLI verbs, over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from taskservice.client import TaskClient, TaskServiceError
+from tests.conftest import LiveFactory
+
+
+def progressing(steps: int) -> FunctionModel:
+    async def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(isinstance(m, ModelResponse) for m in messages)
+        await asyncio.sleep(0.02)
+        if turn < steps:
+            return ModelResponse(parts=[ToolCallPart("report_progress", {"percent": turn})])
+        return ModelResponse(parts=[TextPart("finished")])
+
+    return FunctionModel(play)
+
+
+async def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    raise RuntimeError("no luck")
+
+
+class CuttingTransport(httpx.AsyncBaseTransport):
+    """Cuts the first few event streams after a couple of chunks, like a flaky proxy."""
+
+    def __init__(self, cuts: int) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.cuts = cuts
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if "text/event-stream" not in request.headers.get("accept", "") or self.cuts <= 0:
+            return response
+        self.cuts -= 1
+        original = response.stream
+
+        async def cut() -> AsyncIterator[bytes]:
+            chunks = 0
+            async for chunk in original:  # type: ignore[union-attr]
+                yield chunk
+                chunks += 1
+                if chunks >= 2:
+                    await original.aclose()  # type: ignore[union-attr]
+                    raise httpx.ReadError("connection cut")
+
+        return httpx.Response(
+            response.status_code, headers=response.headers, stream=_Stream(cut()), request=request
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _Stream(httpx.AsyncByteStream):
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.chunks:
+            yield chunk
+
+
+async def test_the_client_verbs(make_live: LiveFactory) -> None:
+    async with make_live(workers_enabled=True) as live, TaskClient(live.url) as client:
+        task = await client.submit("hello", metadata={"k": 1}, idempotency_key="once")
+        again = await client.submit("hello", metadata={"k": 1}, idempotency_key="once")
+        assert again["id"] == task["id"]
+        done = await client.wait(task["id"], within=10)
+        assert done["state"] == "completed"
+        listed = await client.list(state="completed")
+        assert [t["id"] for t in listed["tasks"]] == [task["id"]]
+        with pytest.raises(TaskServiceError) as refused:
+            await client.cancel(task["id"])
+        assert refused.value.status == 409
+        assert refused.value.problem["state"] == "completed"
+        with pytest.raises(TaskServiceError) as missing:
+            await client.get("not-a-task")
+        assert missing.value.status == 404
+
+
+async def test_the_stream_resumes_by_itself_after_dropped_connections(
+    make_live: LiveFactory,
+) -> None:
+    transport = CuttingTransport(cuts=4)
+    async with (
+        make_live(models={"steps": progressing(8)}, workers_enabled=True) as live,
+        TaskClient(live.url, transport=transport) as client,
+    ):
+        task = await client.submit("x", model="steps")
+        seqs = [event["seq"] async for event in client.stream(task["id"])]
+        total = (await client.get(task["id"]))["state"]
+    assert transport.cuts == 0  # every cut happened
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert total == "completed"
+
+
+async def run_cli(url: str, *args: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TASKSERVICE_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "taskservice.cli",
+        *args,
+        "--url",
+        url,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_submit_follow_prints_events_and_exits_with_the_final_state(
+    make_live: LiveFactory,
+) -> None:
+    async with make_live(models={"broken": FunctionModel(broken)}, workers_enabled=True) as live:
+        code, out, err = await run_cli(live.url, "submit", "What is 2+2?", "--follow")
+        assert code == 0, err
+        assert "[offline model]" in out
+        assert "state_change" in err
+        assert "completed" in err
+        code, _, err = await run_cli(live.url, "submit", "x", "--model", "broken", "--follow")
+        assert code == 1
+        assert "no luck" in err
+        code, out, _ = await run_cli(live.url, "submit", "plain")
+        assert code == 0
+        task: dict[str, Any] = json.loads(out)
+        code, out, _ = await run_cli(live.url, "tasks", "get", task["id"], "--wait", "5")
+        assert code == 0
+        assert '"state": "completed"' in out
+        code, _, err = await run_cli(live.url, "tasks", "cancel", task["id"])
+        assert code == 1
+        assert "409" in err
+
+
+async def test_an_unreachable_service_has_its_own_exit_code() -> None:
+    code, _, err = await run_cli("http://127.0.0.1:9", "tasks", "list")
+    assert code == 4
+    assert "cannot reach" in err

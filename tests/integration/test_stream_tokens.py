@@ -1,0 +1,139 @@
+"""Stream tokens for EventSource clients, and CORS."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.keys import ApiKeyStore
+from taskservice.errors import Unauthorized
+from taskservice.tokens import StreamTokens
+from tests.conftest import LiveFactory
+from tests.sse import read_events
+
+
+@pytest.fixture
+async def setup(make_live: LiveFactory, db: AsyncEngine) -> AsyncIterator[dict[str, Any]]:
+    keys = ApiKeyStore(db)
+    alice, _ = await keys.create(tenant="alice")
+    bob, _ = await keys.create(tenant="bob")
+    async with make_live() as live, httpx.AsyncClient(base_url=live.url, timeout=30) as client:
+        as_alice = {"Authorization": f"Bearer {alice}"}
+        tasks = [
+            (await client.post("/v1/tasks", json={"input": n}, headers=as_alice)).json()["id"]
+            for n in ("one", "two")
+        ]
+        for task_id in tasks:
+            await client.post(f"/v1/tasks/{task_id}/cancel", headers=as_alice)
+        yield {
+            "client": client,
+            "alice": as_alice,
+            "bob": {"Authorization": f"Bearer {bob}"},
+            "tasks": tasks,
+            "key": alice,
+        }
+
+
+async def stream(client: httpx.AsyncClient, task_id: str, token: str) -> httpx.Response:
+    return await client.get(
+        f"/v1/tasks/{task_id}/events",
+        params={"token": token},
+        headers={"Accept": "text/event-stream"},
+    )
+
+
+async def mint(setup: dict[str, Any], who: str, **body: Any) -> str:
+    response = await setup["client"].post("/v1/stream-tokens", json=body, headers=setup[who])
+    assert response.status_code == 201, response.text
+    return str(response.json()["token"])
+
+
+async def test_a_task_token_opens_that_task_s_stream_without_headers(setup: dict[str, Any]) -> None:
+    one, two = setup["tasks"]
+    token = await mint(setup, "alice", task_id=one)
+    async with setup["client"].stream(
+        "GET",
+        f"/v1/tasks/{one}/events",
+        params={"token": token},
+        headers={"Accept": "text/event-stream"},
+    ) as response:
+        assert response.status_code == 200
+        events = [e async for e in read_events(response)]
+    assert [e.event for e in events] == ["snapshot", "state_change", "state_change"]
+    assert (await stream(setup["client"], two, token)).status_code == 404
+
+
+async def test_a_tenant_token_reads_its_tenant_only(setup: dict[str, Any]) -> None:
+    one, two = setup["tasks"]
+    alice_token = await mint(setup, "alice")
+    assert (await stream(setup["client"], two, alice_token)).status_code == 200
+    bob_token = await mint(setup, "bob")
+    assert (await stream(setup["client"], one, bob_token)).status_code == 404
+
+
+async def test_another_tenant_cannot_mint_a_token_for_a_task(setup: dict[str, Any]) -> None:
+    one, _ = setup["tasks"]
+    response = await setup["client"].post(
+        "/v1/stream-tokens", json={"task_id": one}, headers=setup["bob"]
+    )
+    assert response.status_code == 404
+
+
+async def test_an_api_key_is_never_accepted_in_a_url(setup: dict[str, Any]) -> None:
+    one, _ = setup["tasks"]
+    response = await stream(setup["client"], one, setup["key"])
+    assert response.status_code == 401
+    assert "never accepted in a URL" in response.json()["detail"]
+
+
+async def test_a_token_opens_streams_only(setup: dict[str, Any]) -> None:
+    one, _ = setup["tasks"]
+    token = await mint(setup, "alice", task_id=one)
+    client = setup["client"]
+    assert (await client.get(f"/v1/tasks/{one}", params={"token": token})).status_code == 401
+    cancel = await client.post(f"/v1/tasks/{one}/cancel", params={"token": token})
+    assert cancel.status_code == 401
+
+
+def test_tampered_and_expired_tokens_are_refused() -> None:
+    tokens = StreamTokens("secret")
+    token, _ = tokens.mint(tenant="alice", task_id=None, ttl_seconds=60)
+    assert tokens.verify(token).tenant == "alice"
+    body, signature = token.split(".")
+    forged = body[:-2] + ("AA" if body[-2:] != "AA" else "BB") + "." + signature
+    for bad in (
+        forged,
+        token + "x",
+        "tst_garbage",
+        StreamTokens("other").mint(tenant="alice", task_id=None, ttl_seconds=60)[0],
+    ):
+        with pytest.raises(Unauthorized):
+            tokens.verify(bad)
+    expired, _ = tokens.mint(tenant="alice", task_id=None, ttl_seconds=-1)
+    with pytest.raises(Unauthorized, match="expired"):
+        tokens.verify(expired)
+
+
+async def test_cors_origins_are_a_setting(make_live: LiveFactory) -> None:
+    async with (
+        make_live(cors_origins=["https://ui.example"]) as live,
+        httpx.AsyncClient(base_url=live.url, timeout=30) as client,
+    ):
+        preflight = await client.options(
+            "/v1/tasks",
+            headers={
+                "Origin": "https://ui.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
+        assert preflight.headers["access-control-allow-origin"] == "https://ui.example"
+        other = await client.options(
+            "/v1/tasks",
+            headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        )
+        assert "access-control-allow-origin" not in other.headers
