@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,3 +191,80 @@ class TaskWatchers:
     @property
     def watched(self) -> int:
         return sum(len(flags) for flags in self._by_task.values())
+
+
+class Watermark:
+    """The highest global event id up to which every event has committed.
+
+    Event ids come from a sequence at insert time, so a transaction can commit a
+    higher id before another commits a lower one; a firehose reading `id > cursor`
+    would then skip the lower one for good. Readers therefore never read past this
+    mark, which advances only over an unbroken run of committed ids. A gap (an
+    insert still in flight, or one rolled back — sequences do not roll back) holds
+    the mark for at most `gap_timeout` seconds; then it is skipped.
+    """
+
+    def __init__(
+        self,
+        hub: EventHub,
+        fetch_ids: Callable[[int, int], Awaitable[list[int]]],
+        *,
+        gap_timeout: float,
+        poll_interval: float,
+    ) -> None:
+        self._fetch_ids = fetch_ids
+        self.gap_timeout = gap_timeout
+        self.poll_interval = poll_interval
+        self.value = 0
+        self._gap_since: dict[int, float] = {}
+        self._dirty = asyncio.Event()
+        self.advanced = asyncio.Condition()
+        self._runner: asyncio.Task[None] | None = None
+        hub.subscribe(lambda _notice: self._dirty.set())
+        hub.on_reconnect(self._dirty.set)
+
+    async def start(self, initial: int) -> None:
+        self.value = initial
+        await self.advance()
+        self._runner = asyncio.create_task(self._run(), name="event-watermark")
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), timeout=self.poll_interval)
+            self._dirty.clear()
+            try:
+                await self.advance()
+            except Exception:  # the next notice or poll retries
+                log.warning("event watermark could not advance", exc_info=True)
+
+    async def advance(self) -> None:
+        now = asyncio.get_running_loop().time()
+        mark = self.value
+        while True:
+            ids = await self._fetch_ids(mark, 1000)
+            for event_id in ids:
+                if event_id != mark + 1:
+                    first_seen = self._gap_since.setdefault(mark + 1, now)
+                    if now - first_seen < self.gap_timeout:
+                        break  # wait for the missing ids to commit (or time out)
+                    log.info("skipping event ids %d..%d (never committed)", mark + 1, event_id - 1)
+                self._gap_since.pop(mark + 1, None)
+                mark = event_id
+            else:
+                if len(ids) == 1000:
+                    continue
+            break
+        if mark != self.value:
+            self.value = mark
+            async with self.advanced:
+                self.advanced.notify_all()
+        if self._gap_since:
+            # Re-check soon: a gap resolves by a commit (notified) or by its timeout.
+            asyncio.get_running_loop().call_later(min(0.2, self.gap_timeout), self._dirty.set)

@@ -108,6 +108,18 @@ class EventPage:
 
 
 @dataclass(frozen=True, slots=True)
+class EventFilter:
+    """Which events a firehose shows: by type, by the state a state change reaches,
+    and by the task's context, parent and agent profile."""
+
+    types: frozenset[str] = frozenset()
+    states: frozenset[str] = frozenset()
+    context_id: str | None = None
+    parent_id: uuid.UUID | None = None
+    agent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TaskFilter:
     states: frozenset[TaskState] = frozenset()
     parent_id: uuid.UUID | None = None

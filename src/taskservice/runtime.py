@@ -24,7 +24,7 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Database
 from taskservice.db.store import TaskStore
-from taskservice.events import EventHub, TaskWatchers
+from taskservice.events import EventHub, TaskWatchers, Watermark
 from taskservice.routing import MessageRouter
 from taskservice.service import TaskService
 from taskservice.settings import Settings
@@ -55,6 +55,7 @@ class Runtime:
     router: MessageRouter
     tokens: StreamTokens
     hub: EventHub
+    watermark: Watermark
     pool: WorkerPool | None
 
     @classmethod
@@ -96,6 +97,15 @@ class Runtime:
             await hub.start()
             stack.push_async_callback(hub.stop)
             watchers = TaskWatchers(hub)
+            watermark = Watermark(
+                hub,
+                store.event_ids_after,
+                gap_timeout=settings.event_gap_timeout,
+                poll_interval=settings.stream_poll_seconds,
+            )
+            # Start a little back, so events still in flight at start are not skipped.
+            await watermark.start(max(0, await store.latest_event_id() - 1000))
+            stack.push_async_callback(watermark.stop)
             pool: WorkerPool | None = None
             if workers:
                 catalog.announce()
@@ -134,5 +144,6 @@ class Runtime:
                     settings.stream_token_secret or await service_secret(engine, "stream_tokens")
                 ),
                 hub=hub,
+                watermark=watermark,
                 pool=pool,
             )

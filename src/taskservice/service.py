@@ -24,7 +24,15 @@ from taskservice.db.store import TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from taskservice.events import TaskWatchers
 from taskservice.ids import parse_uuid
-from taskservice.models import EventPage, NewTask, Task, TaskFilter, TaskPage
+from taskservice.models import (
+    EventFilter,
+    EventPage,
+    NewTask,
+    Task,
+    TaskEvent,
+    TaskFilter,
+    TaskPage,
+)
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 
@@ -281,6 +289,14 @@ class TaskService:
     async def waiting_for_input(self, *, tenant: str, context_id: str | None) -> list[Task]:
         """Tasks in a context (or in none) that wait for answers to questions."""
         return await self.store.waiting_for_input(tenant=tenant, context_id=context_id)
+
+    async def firehose_page(
+        self, *, tenant: str, after: int, upto: int, filter: EventFilter
+    ) -> list[TaskEvent]:
+        """The tenant's events after `after` up to the watermark `upto`, in order."""
+        return await self.store.firehose(
+            tenant=tenant, after=after, upto=upto, filter=filter, limit=self.settings.max_page_size
+        )
 
     async def messages(
         self, *, tenant: str, task_id: str, after: int = -1, limit: int | None = None

@@ -45,6 +45,7 @@ class Settings(BaseSettings):
     stream_ping_seconds: float = 15.0  # keep-alive comments on idle streams
     stream_send_timeout: float = 30.0  # a reader stalled this long is disconnected
     stream_retry_ms: int = 2000  # the reconnect delay suggested to SSE clients
+    event_gap_timeout: float = 10.0  # a missing event id older than this is skipped
     stream_token_secret: str | None = None  # else a key shared through the database
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 

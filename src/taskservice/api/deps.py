@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from taskservice.errors import NotFound
+from taskservice.errors import NotFound, Unauthorized
 from taskservice.ids import parse_uuid
 from taskservice.runtime import Runtime
 from taskservice.service import TaskService
@@ -60,7 +60,11 @@ async def get_reader(
     if request.headers.get("authorization") or token is None:
         return await get_caller(request, _declared)
     grant = runtime.tokens.verify(token)
-    task_id = parse_uuid(request.path_params.get("task_id", ""))
+    if "task_id" not in request.path_params:  # a tenant-wide stream
+        if grant.task_id is not None:
+            raise Unauthorized("this stream token is for one task only")
+        return CallerContext(tenant=grant.tenant, service=runtime.service)
+    task_id = parse_uuid(request.path_params["task_id"])
     if not grant.allows(task_id):
         raise NotFound(f"task {request.path_params.get('task_id')} not found")
     return CallerContext(tenant=grant.tenant, service=runtime.service)

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 from sse_starlette import ServerSentEvent
 
 from taskservice.api.schemas import EventOut, TaskOut
-from taskservice.events import TaskWatchers
-from taskservice.models import Task
+from taskservice.events import TaskWatchers, Watermark
+from taskservice.models import EventFilter, Task
 from taskservice.service import TaskService
 from taskservice.states import TaskState
 
@@ -67,3 +67,39 @@ async def task_events(
                 return  # resumed after the end: nothing will follow
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(dirty.wait(), timeout=settings.stream_poll_seconds)
+
+
+async def tenant_events(
+    *,
+    service: TaskService,
+    watermark: Watermark,
+    tenant: str,
+    after: int | None,
+    filter: EventFilter,
+) -> AsyncIterator[ServerSentEvent]:
+    """The firehose: the tenant's events in global order (the SSE `id` is the global
+    event id), never past the watermark, so none is skipped or sent twice."""
+    settings = service.settings
+    yield ServerSentEvent(comment="taskservice firehose", retry=settings.stream_retry_ms)
+    last = watermark.value if after is None else after
+    while True:
+        upto = watermark.value
+        events = await service.firehose_page(tenant=tenant, after=last, upto=upto, filter=filter)
+        for event in events:
+            yield ServerSentEvent(
+                data=EventOut.of(event).model_dump_json(), event=event.type, id=str(event.id)
+            )
+        if len(events) == settings.max_page_size:
+            last = events[-1].id
+            continue
+        last = max(last, upto)  # everything up to the mark has been looked at
+        await _until_past(watermark, last, settings.stream_poll_seconds)
+
+
+async def _until_past(watermark: Watermark, mark: int, seconds: float) -> None:
+    """Wait (at most `seconds`) for the watermark to move past `mark`."""
+    async with watermark.advanced:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                watermark.advanced.wait_for(lambda: watermark.value > mark), timeout=seconds
+            )

@@ -17,6 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    Integer,
     Select,
     Text,
     and_,
@@ -35,7 +37,15 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import task_events, tasks
 from taskservice.ids import uuid7
-from taskservice.models import AgentSpec, Lease, NewTask, Task, TaskEvent, TaskFilter
+from taskservice.models import (
+    AgentSpec,
+    EventFilter,
+    Lease,
+    NewTask,
+    Task,
+    TaskEvent,
+    TaskFilter,
+)
 from taskservice.states import TaskState, check_transition
 
 STATE_CHANGE = "state_change"
@@ -302,6 +312,36 @@ ORDER BY id LIMIT 50
 """).bindparams(bindparam("p_tenant", type_=Text), bindparam("p_context", type_=Text))
 )
 
+_EVENT_IDS = Statement(
+    text("SELECT id FROM task_events WHERE id > :p_after ORDER BY id LIMIT :p_limit").bindparams(
+        bindparam("p_after", type_=BigInteger), bindparam("p_limit", type_=Integer)
+    )
+)
+_LATEST_EVENT_ID = Statement(text("SELECT max(id) AS id FROM task_events"))
+
+# A tenant's events in global order, up to the watermark, with optional filters.
+_FIREHOSE = Statement(
+    text("""
+SELECT e.* FROM task_events e JOIN tasks t ON t.id = e.task_id
+WHERE e.tenant = :p_tenant AND e.id > :p_after AND e.id <= :p_upto
+  AND (CAST(:p_types AS text[]) IS NULL OR e.type = ANY(CAST(:p_types AS text[])))
+  AND (CAST(:p_states AS text[]) IS NULL
+       OR (e.type = 'state_change' AND e.data ->> 'to' = ANY(CAST(:p_states AS text[]))))
+  AND (CAST(:p_context AS text) IS NULL OR t.context_id = :p_context)
+  AND (CAST(:p_parent AS uuid) IS NULL OR t.parent_id = :p_parent)
+  AND (CAST(:p_agent AS text) IS NULL OR t.agent ->> 'profile' = :p_agent)
+ORDER BY e.id LIMIT :p_limit
+""").bindparams(
+        bindparam("p_tenant", type_=Text),
+        bindparam("p_after", type_=BigInteger),
+        bindparam("p_upto", type_=BigInteger),
+        bindparam("p_context", type_=Text),
+        bindparam("p_parent", type_=UUID(as_uuid=True)),
+        bindparam("p_agent", type_=Text),
+        bindparam("p_limit", type_=Integer),
+    )
+)
+
 _FAIL_OPEN_CALLS = Statement(
     text("""
 UPDATE task_calls SET status = 'failed', error = 'cancelled', finished_at = now()
@@ -524,3 +564,28 @@ class TaskStore:
     async def waiting_for_input(self, *, tenant: str, context_id: str | None) -> list[Task]:
         rows = await self.db.fetch(_WAITING, {"p_tenant": tenant, "p_context": context_id})
         return [task_from_row(row) for row in rows]
+
+    async def event_ids_after(self, after: int, limit: int) -> list[int]:
+        """Global event ids after `after`, in order, of every tenant (the watermark)."""
+        rows = await self.db.fetch(_EVENT_IDS, {"p_after": after, "p_limit": limit})
+        return [row["id"] for row in rows]
+
+    async def latest_event_id(self) -> int:
+        row = await self.db.fetchrow(_LATEST_EVENT_ID, {})
+        return int(row["id"]) if row is not None and row["id"] is not None else 0
+
+    async def firehose(
+        self, *, tenant: str, after: int, upto: int, filter: EventFilter, limit: int
+    ) -> list[TaskEvent]:
+        params = {
+            "p_tenant": tenant,
+            "p_after": after,
+            "p_upto": upto,
+            "p_types": sorted(filter.types) or None,
+            "p_states": sorted(filter.states) or None,
+            "p_context": filter.context_id,
+            "p_parent": filter.parent_id,
+            "p_agent": filter.agent,
+            "p_limit": limit,
+        }
+        return [event_from_row(row) for row in await self.db.fetch(_FIREHOSE, params)]

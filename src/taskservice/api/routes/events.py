@@ -1,0 +1,68 @@
+"""`/v1/events`: the tenant's firehose as Server-Sent Events."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from sse_starlette import EventSourceResponse
+
+from taskservice.api import streams
+from taskservice.api.deps import Reader
+from taskservice.api.errors import problem_responses
+from taskservice.models import EventFilter
+from taskservice.runtime import Runtime
+from taskservice.states import TaskState
+
+router = APIRouter(prefix="/v1/events", tags=["streams"])
+
+
+@router.get(
+    "",
+    operation_id="streamEvents",
+    response_class=EventSourceResponse,
+    responses={
+        200: {
+            "description": "Every event of the tenant, in global order; the SSE `id` is the "
+            "global event id, so `Last-Event-ID` resumes exactly. Without it (or `after`) "
+            "the stream starts with what happens next.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **problem_responses(401, 422),
+    },
+    summary="Stream the tenant's events (firehose)",
+)
+async def stream_events(
+    caller: Reader,
+    request: Request,
+    type: Annotated[list[str], Query(description="Event types (repeatable).")] = [],  # noqa: B006
+    state: Annotated[
+        list[TaskState], Query(description="Only state changes into these states.")
+    ] = [],  # noqa: B006
+    context_id: str | None = None,
+    parent_id: uuid.UUID | None = None,
+    agent: Annotated[str | None, Query(description="Agent profile.")] = None,
+    after: Annotated[int | None, Query(ge=0, description="Events with id > after.")] = None,
+    last_event_id: Annotated[int | None, Header(ge=0)] = None,
+) -> EventSourceResponse:
+    runtime: Runtime = request.app.state.runtime
+    settings = runtime.settings
+    return EventSourceResponse(
+        streams.tenant_events(
+            service=caller.service,
+            watermark=runtime.watermark,
+            tenant=caller.tenant,
+            after=last_event_id if last_event_id is not None else after,
+            filter=EventFilter(
+                types=frozenset(type),
+                states=frozenset(s.value for s in state),
+                context_id=context_id,
+                parent_id=parent_id,
+                agent=agent,
+            ),
+        ),
+        ping=settings.stream_ping_seconds,
+        send_timeout=settings.stream_send_timeout,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
