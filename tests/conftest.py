@@ -39,6 +39,7 @@ from taskservice.db.tables import metadata
 from taskservice.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
+DEBUG_SHUTDOWN = 8
 
 # No test may reach a real model provider; the provider tests switch this back on
 # around a scripted server on 127.0.0.1.
@@ -133,7 +134,7 @@ def make_client(db: AsyncEngine, settings: Settings) -> ClientFactory:
             app_settings.allowed_models = [*app_settings.allowed_models, *models]
         app = create_app(app_settings, models=models, tools=tools)
         async with (
-            LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager,
+            LifespanManager(app, startup_timeout=30, shutdown_timeout=DEBUG_SHUTDOWN) as manager,
             httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=manager.app), base_url="http://testserver"
             ) as client,

@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from taskservice.aio import wait_until
 from taskservice.db.engine import asyncpg_dsn
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ class EventHub:
     async def start(self) -> None:
         self._runner = asyncio.create_task(self._run(), name="event-hub")
         # Start serving only once LISTEN is in place, so no early hint is missed.
-        await asyncio.wait_for(self.listening.wait(), timeout=30)
+        if not await wait_until(self.listening.wait(), 30):
+            raise TimeoutError("could not LISTEN within 30 s")
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -124,8 +126,7 @@ class EventHub:
         self._connected_before = True
         self.listening.set()
         while not self._lost.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._lost.wait(), timeout=HEALTH_CHECK_INTERVAL)
+            await wait_until(self._lost.wait(), HEALTH_CHECK_INTERVAL)
             if not self._lost.is_set():
                 await conn.fetchval("SELECT 1", timeout=5)
         raise ConnectionResetError("LISTEN connection closed")
@@ -236,8 +237,7 @@ class Watermark:
 
     async def _run(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), timeout=self.poll_interval)
+            await wait_until(self._dirty.wait(), self.poll_interval)
             self._dirty.clear()
             try:
                 await self.advance()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import json
 import re
@@ -18,6 +17,7 @@ import uuid
 from typing import Any
 
 from taskservice.agents import AgentCatalog
+from taskservice.aio import wait_until
 from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Row
 from taskservice.db.store import TaskStore
@@ -192,8 +192,7 @@ class TaskService:
             task = await self.get(tenant=tenant, task_id=task.id)
             while not _settled(task) and (remaining := deadline - loop.time()) > 0:
                 poll = min(remaining, self.settings.stream_poll_seconds)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), timeout=poll)
+                await wait_until(changed.wait(), poll)
                 changed.clear()
                 task = await self.get(tenant=tenant, task_id=task.id)
         return task

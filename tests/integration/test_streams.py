@@ -12,7 +12,7 @@ import httpx
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from tests.conftest import LiveFactory
+from tests.conftest import LiveFactory, wait_for
 from tests.sse import Event, read_events
 
 STREAM = {"Accept": "text/event-stream"}
@@ -204,3 +204,48 @@ async def test_a_long_poll_answers_as_soon_as_the_task_settles(make_live: LiveFa
         assert 0.45 < time.monotonic() - started < 2
         bad = await client.get(f"/v1/tasks/{other['id']}", params={"wait": -1})
         assert bad.status_code == 422
+
+
+async def test_a_stalled_reader_is_cut_off_without_delaying_others(make_live: LiveFactory) -> None:
+    """A client that stops reading while a task writes megabytes of events: the
+    server gives up on it after the send timeout, frees its watcher, and a healthy
+    reader of the same task receives everything meanwhile."""
+    note = "x" * 60_000
+
+    async def chatty(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(isinstance(m, ModelResponse) for m in messages)
+        if turn < 100:
+            return ModelResponse(
+                parts=[ToolCallPart("report_progress", {"percent": 1, "note": note})]
+            )
+        return ModelResponse(parts=[TextPart("done")])
+
+    async with (
+        make_live(
+            models={"chatty": FunctionModel(chatty)},
+            workers_enabled=True,
+            stream_send_timeout=1.0,
+            default_request_limit=200,
+        ) as live,
+        httpx.AsyncClient(base_url=live.url, timeout=60) as stalled_client,
+        httpx.AsyncClient(base_url=live.url, timeout=60) as client,
+    ):
+        watchers = live.app.state.runtime.service.watchers
+        task = (await client.post("/v1/tasks", json={"input": "x", "model": "chatty"})).json()
+        stalled = stalled_client.stream("GET", f"/v1/tasks/{task['id']}/events", headers=STREAM)
+        response = await stalled.__aenter__()  # headers read; the body is never read
+        assert response.status_code == 200
+        started = time.monotonic()
+        events = await collect(client, task["id"])
+        assert events[-1].json()["data"]["to"] == "completed"
+        assert sum(e.event == "progress" for e in events) == 100
+        assert time.monotonic() - started < 30
+        # The stalled stream was given up on: no watcher is left behind...
+        await wait_for(lambda: watchers.watched == 0, timeout=10)
+        # ...and it really was cut short: its body ends before the terminal event.
+        try:
+            body = await response.aread()
+        except httpx.HTTPError:
+            body = b""
+        await stalled.__aexit__(None, None, None)
+        assert b'"to":"completed"' not in body

@@ -13,12 +13,11 @@ order, and sent once. The stream only ever holds a dirty flag and one page.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
 from sse_starlette import ServerSentEvent
 
+from taskservice.aio import wait_until
 from taskservice.api.schemas import EventOut, TaskOut
 from taskservice.events import TaskWatchers, Watermark
 from taskservice.models import EventFilter, Task
@@ -65,8 +64,7 @@ async def task_events(
                 continue  # more to replay
             if snapshot.state.is_terminal:
                 return  # resumed after the end: nothing will follow
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(dirty.wait(), timeout=settings.stream_poll_seconds)
+            await wait_until(dirty.wait(), settings.stream_poll_seconds)
 
 
 async def tenant_events(
@@ -99,7 +97,4 @@ async def tenant_events(
 async def _until_past(watermark: Watermark, mark: int, seconds: float) -> None:
     """Wait (at most `seconds`) for the watermark to move past `mark`."""
     async with watermark.advanced:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                watermark.advanced.wait_for(lambda: watermark.value > mark), timeout=seconds
-            )
+        await wait_until(watermark.advanced.wait_for(lambda: watermark.value > mark), seconds)

@@ -27,6 +27,9 @@ _DISCONNECTS = (
     asyncpg.InterfaceError,
     asyncpg.CannotConnectNowError,
     asyncpg.AdminShutdownError,
+    # A connection left mid-operation (e.g. a cancelled query whose cancellation had
+    # not settled): its protocol state is unknown, so it counts as lost.
+    asyncpg.InternalClientError,
     ConnectionError,
     OSError,
 )
@@ -80,6 +83,13 @@ class Database:
         except _DISCONNECTS as exc:
             pooled.invalidate(exc)
             raise DatabaseUnavailable(f"lost the database connection: {exc}") from exc
+        except BaseException as exc:
+            # Cancelled (client gone, lease lost, timeout) or failed mid-operation: the
+            # connection may still be busy, and the next user would get "another
+            # operation is in progress". Never hand it out again.
+            if not isinstance(exc, asyncpg.PostgresError):
+                pooled.invalidate(exc if isinstance(exc, Exception) else None)
+            raise
         finally:
             pooled.close()
 

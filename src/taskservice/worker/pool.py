@@ -20,7 +20,6 @@ process resumes them at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import random
@@ -28,6 +27,7 @@ import socket
 import uuid
 from typing import Any
 
+from taskservice.aio import wait_until
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
 from taskservice.db.ledger import LedgerStore
@@ -175,8 +175,7 @@ class WorkerPool:
                     self._start(task)
             if claimed:
                 continue  # there may be more: claim again while slots are free
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_interval)
+            await wait_until(self._wake.wait(), self.settings.poll_interval)
 
     def _start(self, task: Task) -> None:
         lease = task.lease
