@@ -67,6 +67,42 @@ async def subscriber(port: int, task_id: str, ready: asyncio.Event, latencies: l
         writer.close()
 
 
+async def bare_stream_kib(count: int) -> float:
+    """RSS per idle stream of the bare FastAPI + sse-starlette app (bare_sse_app.py)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bare_sse_app:app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=os.path.dirname(__file__),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    subscribers: list[asyncio.Task[None]] = []
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/docs", process)
+        await asyncio.sleep(1)
+        before = rss_kib(process.pid)
+        readies = [asyncio.Event() for _ in range(count)]
+        subscribers = [asyncio.create_task(subscriber(port, "x", ready, [])) for ready in readies]
+        await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), timeout=300)
+        await asyncio.sleep(2)
+        return (rss_kib(process.pid) - before) / count
+    finally:
+        for task in subscribers:
+            task.cancel()
+        await asyncio.gather(*subscribers, return_exceptions=True)
+        process.terminate()
+        process.wait(timeout=60)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=100)
@@ -143,14 +179,18 @@ async def main() -> None:
         process.wait(timeout=60)
         await drop_database(server, url)
 
+    bare = await bare_stream_kib(streams)
     latencies.sort()
     print(
         f"{os.cpu_count()} CPUs; {streams} SSE streams on one process "
         f"({args.tasks} tasks x {args.per_task}), opened in {open_seconds:.1f} s"
     )
+    ours = (during - before) / streams
     print(
-        f"memory per idle stream: {(during - before) / streams:.1f} KiB "
-        f"(server RSS {before / 1024:.0f} -> {during / 1024:.0f} MiB; target <= 30 KB)"
+        f"memory per idle stream: {ours:.1f} KiB "
+        f"(server RSS {before / 1024:.0f} -> {during / 1024:.0f} MiB; target <= 30 KB); "
+        f"a bare FastAPI + sse-starlette stream: {bare:.1f} KiB, "
+        f"so taskservice's own: {ours - bare:.1f} KiB"
     )
     print(
         f"commit to receipt, {len(latencies)}/{expected} deliveries at {args.rate:g} events/s: "

@@ -39,19 +39,24 @@ async def task_events(
     after: int,
 ) -> AsyncIterator[ServerSentEvent]:
     settings = service.settings
+    task_id = str(task.id)
     with watchers.watch(task.id) as dirty:
         # Read the snapshot once watching: whatever happens next wakes us.
         snapshot = await service.get(tenant=tenant, task_id=task.id)
+        finished = snapshot.state.is_terminal
         yield ServerSentEvent(
             data=TaskOut.of(snapshot).model_dump_json(),
             event="snapshot",
             retry=settings.stream_retry_ms,
         )
+        # An idle stream keeps no task, page or event alive: memory per open stream
+        # is what a thousand browsers cost.
+        del snapshot, task
         last = after
         while True:
             dirty.clear()
             page = await service.events(
-                tenant=tenant, task_id=str(task.id), after=last, limit=settings.max_page_size
+                tenant=tenant, task_id=task_id, after=last, limit=settings.max_page_size
             )
             for event in page.events:
                 yield ServerSentEvent(
@@ -60,9 +65,11 @@ async def task_events(
                 last = event.seq
                 if _is_terminal_event(event.type, event.data):
                     return
-            if page.next_after is not None:
+            more = page.next_after is not None
+            del page
+            if more:
                 continue  # more to replay
-            if snapshot.state.is_terminal:
+            if finished:
                 return  # resumed after the end: nothing will follow
             await wait_until(dirty.wait(), settings.stream_poll_seconds)
 
