@@ -218,7 +218,8 @@ class TaskService:
         """Cancel a pending, running or input_required task.
 
         Cancelling a cancelled task is a no-op; any other terminal state is a 409.
-        The state is written at once; a worker running the task learns of it and stops.
+        The state is written at once, with every live task below it, and their open
+        tool calls are closed; a worker running one of them learns of it and stops.
         """
         _check_nul(_canonical(reason))
         for _ in range(_CANCEL_ROUNDS):
@@ -230,13 +231,8 @@ class TaskService:
                     f"task is already {task.state.value} and cannot be cancelled",
                     state=task.state.value,
                 )
-            cancelled = await self.store.transition(
-                task.id,
-                source=task.state,
-                target=TaskState.CANCELLED,
-                tenant=tenant,
-                values={"cancel_reason": reason},
-                event={"reason": reason} if reason else None,
+            cancelled = await self.store.cancel(
+                task.id, source=task.state, tenant=tenant, reason=reason
             )
             if cancelled is not None:
                 if cancelled.parent_id is not None:  # a parked parent may now resume

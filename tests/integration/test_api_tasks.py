@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import httpx
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db import migrate
@@ -208,3 +209,27 @@ async def test_health_and_readiness(client: httpx.AsyncClient) -> None:
     assert ready.status_code == 200
     assert ready.json()["status"] == "ready"
     assert ready.json()["schema_revision"] == migrate.head_revision()
+
+
+async def test_cancelling_through_the_api_cancels_subtasks_and_closes_open_calls(
+    client: httpx.AsyncClient, db: AsyncEngine
+) -> None:
+    parent = await submit(client)
+    child = await submit(client, parent_id=parent["id"])
+    grandchild = await submit(client, parent_id=child["id"])
+    async with db.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO task_calls (task_id, tool_call_id, name, status, attempt) "
+                "VALUES (:t, 'c1', 'lookup', 'in_progress', 1)"
+            ),
+            {"t": grandchild["id"]},
+        )
+    response = await client.post(f"/v1/tasks/{parent['id']}/cancel", json={"reason": "stop"})
+    assert response.status_code == 200
+    for task in (child, grandchild):
+        current = (await client.get(f"/v1/tasks/{task['id']}")).json()
+        assert current["state"] == "cancelled"
+        assert current["cancel_reason"] == "stop"
+    calls = (await client.get(f"/v1/tasks/{grandchild['id']}/calls")).json()["calls"]
+    assert [(c["status"], c["error"]) for c in calls] == [("failed", "cancelled")]
