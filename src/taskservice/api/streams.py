@@ -15,14 +15,28 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from sse_starlette import ServerSentEvent
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from taskservice.aio import wait_until
 from taskservice.api.schemas import EventOut, TaskOut
 from taskservice.events import TaskWatchers, Watermark
 from taskservice.models import EventFilter, Task
 from taskservice.service import TaskService
+from taskservice.settings import Settings
 from taskservice.states import TaskState
+
+
+def event_stream(
+    content: AsyncIterator[ServerSentEvent], settings: Settings
+) -> EventSourceResponse:
+    """An SSE response with keep-alives, a send timeout for stalled readers, and no
+    caching or proxy buffering."""
+    return EventSourceResponse(
+        content,
+        ping=settings.stream_ping_seconds,
+        send_timeout=settings.stream_send_timeout,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
 
 
 def _is_terminal_event(kind: str, data: dict[str, object]) -> bool:

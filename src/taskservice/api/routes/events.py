@@ -47,8 +47,7 @@ async def stream_events(
     last_event_id: Annotated[int | None, Header(ge=0)] = None,
 ) -> EventSourceResponse:
     runtime: Runtime = request.app.state.runtime
-    settings = runtime.settings
-    return EventSourceResponse(
+    return streams.event_stream(
         streams.tenant_events(
             service=caller.service,
             watermark=runtime.watermark,
@@ -62,7 +61,5 @@ async def stream_events(
                 agent=agent,
             ),
         ),
-        ping=settings.stream_ping_seconds,
-        send_timeout=settings.stream_send_timeout,
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        runtime.settings,
     )

@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
-from sse_starlette import EventSourceResponse
 
 from taskservice.api import streams
 from taskservice.api.deps import Caller, Reader
@@ -182,8 +181,7 @@ async def list_task_events(
         task = await caller.service.get(tenant=caller.tenant, task_id=task_id)  # 404 first
         watchers = caller.service.watchers
         assert watchers is not None  # the runtime always gives the service its watchers
-        settings = caller.service.settings
-        return EventSourceResponse(
+        return streams.event_stream(
             streams.task_events(
                 service=caller.service,
                 watchers=watchers,
@@ -191,9 +189,7 @@ async def list_task_events(
                 task=task,
                 after=last_event_id if last_event_id is not None else after,
             ),
-            ping=settings.stream_ping_seconds,
-            send_timeout=settings.stream_send_timeout,
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            caller.service.settings,
         )
     page = await caller.service.events(
         tenant=caller.tenant, task_id=task_id, after=after, limit=limit
