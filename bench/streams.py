@@ -27,7 +27,14 @@ import asyncpg
 import httpx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from submit import DEFAULT_SERVER, drop_database, free_port, make_database, wait_ready
+from submit import (
+    DEFAULT_SERVER,
+    drop_database,
+    free_port,
+    make_database,
+    start_serve,
+    wait_ready,
+)
 
 APPEND = """
 WITH t AS (UPDATE tasks SET event_seq = event_seq + 1 WHERE id = $1
@@ -115,27 +122,11 @@ async def main() -> None:
     url = await make_database(server)
     port = free_port()
     env = {
-        **os.environ,
         "TASKSERVICE_DATABASE_URL": url,
         "TASKSERVICE_STREAM_POLL_SECONDS": "60",
         "TASKSERVICE_DB_POOL_SIZE": "20",
     }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "taskservice.cli",
-            "--log-level",
-            "warning",
-            "serve",
-            "--no-workers",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start_serve(port, env, "--no-workers")
     subscribers: list[asyncio.Task[None]] = []
     try:
         wait_ready(f"http://127.0.0.1:{port}/readyz", process)

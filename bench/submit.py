@@ -47,6 +47,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def start_serve(port: int, env: dict[str, str], *flags: str) -> subprocess.Popen[bytes]:
+    """`taskservice serve` on `port`, quiet, with `env` added to this environment."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "taskservice.cli",
+            "--log-level",
+            "warning",
+            "serve",
+            "--port",
+            str(port),
+            *flags,
+        ],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -128,21 +148,7 @@ def main() -> None:
     env = {**os.environ, "TASKSERVICE_DATABASE_URL": url, "BENCH_DSN": url}
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     servers = {
-        "taskservice": subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "taskservice.cli",
-                "--log-level",
-                "warning",
-                "serve",
-                "--no-workers",
-                "--port",
-                str(ts_port),
-            ],
-            env=env,
-            **quiet,
-        ),
+        "taskservice": start_serve(ts_port, env, "--no-workers"),
         "bare": subprocess.Popen(
             [
                 sys.executable,

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -33,7 +32,14 @@ import asyncpg
 import httpx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from submit import DEFAULT_SERVER, drop_database, free_port, make_database, wait_ready
+from submit import (
+    DEFAULT_SERVER,
+    drop_database,
+    free_port,
+    make_database,
+    start_serve,
+    wait_ready,
+)
 
 CONCURRENCY = 32
 PROMPT = "Summarise the A2A protocol in one sentence."
@@ -134,25 +140,10 @@ async def main() -> None:
     url = await make_database(server)
     port = free_port()
     env = {
-        **os.environ,
         "TASKSERVICE_DATABASE_URL": url,
         "TASKSERVICE_WORKER_CONCURRENCY": str(args.worker_concurrency),
     }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "taskservice.cli",
-            "--log-level",
-            "warning",
-            "serve",
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start_serve(port, env)
     watcher = Watcher()
     listener = None
     try:
