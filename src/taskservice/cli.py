@@ -36,6 +36,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             overrides[name] = value
     if getattr(args, "no_workers", False):
         overrides["workers_enabled"] = False
+    if getattr(args, "no_webhooks", False):
+        overrides["webhooks_enabled"] = False
     return get_settings(**overrides)
 
 
@@ -275,10 +277,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (TASKSERVICE_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (TASKSERVICE_PORT, default 8000)")
     serve.add_argument("--no-workers", action="store_true", help="API only: run no workers")
+    serve.add_argument(
+        "--no-webhooks", action="store_true", help="run no webhook dispatcher in this process"
+    )
     serve.add_argument("--access-log", action="store_true", help="log every request")
     serve.set_defaults(func=cmd_serve)
 
-    worker = sub.add_parser("worker", help="run workers only, no HTTP API")
+    worker = sub.add_parser("worker", help="run workers (and the webhook dispatcher), no HTTP API")
+    worker.add_argument(
+        "--no-webhooks", action="store_true", help="run no webhook dispatcher in this process"
+    )
     worker.set_defaults(func=cmd_worker)
 
     migrate = sub.add_parser("migrate", help="apply database migrations")

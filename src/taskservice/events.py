@@ -63,6 +63,7 @@ class EventHub:
         self._dsn, self._connect_kwargs = asyncpg_dsn(database_url)
         self._subscribers: list[Subscriber] = []
         self._reconnect_hooks: list[ReconnectHook] = []
+        self._channels: dict[str, list[Callable[[str], None]]] = {}
         self._runner: asyncio.Task[None] | None = None
         self._connection: Any = None
         self._lost = asyncio.Event()
@@ -76,6 +77,11 @@ class EventHub:
 
     def on_reconnect(self, hook: ReconnectHook) -> None:
         self._reconnect_hooks.append(hook)
+
+    def on_channel(self, channel: str, callback: Callable[[str], None]) -> None:
+        """Also LISTEN on `channel` (from the next connection on: call before start)
+        and hand each payload to `callback`."""
+        self._channels.setdefault(channel, []).append(callback)
 
     async def start(self) -> None:
         self._runner = asyncio.create_task(self._run(), name="event-hub")
@@ -118,6 +124,8 @@ class EventHub:
         self._connection = conn
         conn.add_termination_listener(lambda _c: self._lost.set())
         await conn.add_listener(CHANNEL, self._on_notify)
+        for channel in self._channels:
+            await conn.add_listener(channel, self._on_other)
         if self._connected_before:
             self.reconnects += 1
             log.info("event listener reconnected; subscribers catch up from the tables")
@@ -144,6 +152,13 @@ class EventHub:
             log.error("unparseable notification payload %r", payload)
             return
         self.publish(notice)
+
+    def _on_other(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
+        for callback in list(self._channels.get(channel, ())):
+            try:
+                callback(payload)
+            except Exception:
+                log.exception("listener of %s failed", channel)
 
     def publish(self, notice: EventNotice) -> None:
         for subscriber in list(self._subscribers):

@@ -29,6 +29,9 @@ from taskservice.routing import MessageRouter
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.tokens import StreamTokens
+from taskservice.webhooks.dispatcher import Dispatcher
+from taskservice.webhooks.service import WebhookService
+from taskservice.webhooks.store import WebhookStore
 from taskservice.worker.executor import Executor
 from taskservice.worker.pool import WorkerPool
 
@@ -57,6 +60,8 @@ class Runtime:
     hub: EventHub
     watermark: Watermark
     pool: WorkerPool | None
+    webhooks: WebhookService
+    dispatcher: Dispatcher | None
 
     @classmethod
     @asynccontextmanager
@@ -94,6 +99,13 @@ class Runtime:
                     settings.host,
                 )
             hub = EventHub(url)
+            webhook_store = WebhookStore(db)
+            dispatcher: Dispatcher | None = None
+            if settings.webhooks_enabled:
+                # Made before the hub starts, which then LISTENs on its channel too.
+                dispatcher = Dispatcher(
+                    store=webhook_store, tasks=store, hub=hub, settings=settings
+                )
             await hub.start()
             stack.push_async_callback(hub.stop)
             watchers = TaskWatchers(hub)
@@ -120,12 +132,17 @@ class Runtime:
                 )
                 await pool.start()
                 stack.push_async_callback(pool.stop)
+            if dispatcher is not None:
+                await dispatcher.start()
+                stack.push_async_callback(dispatcher.stop)
+            webhooks = WebhookService(webhook_store, settings)
             service = TaskService(
                 store=store,
                 ledger=LedgerStore(db),
                 catalog=catalog,
                 settings=settings,
                 watchers=watchers,
+                webhooks=webhooks,
             )
             router_model = (
                 catalog.model_for(settings.router_model) if settings.router_model else None
@@ -146,4 +163,6 @@ class Runtime:
                 hub=hub,
                 watermark=watermark,
                 pool=pool,
+                webhooks=webhooks,
+                dispatcher=dispatcher,
             )

@@ -14,13 +14,14 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from taskservice.agents import AgentCatalog
 from taskservice.aio import wait_until
 from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Row
-from taskservice.db.store import TaskStore
+from taskservice.db.store import AlsoWrite, TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from taskservice.events import TaskWatchers
 from taskservice.ids import parse_uuid
@@ -35,6 +36,7 @@ from taskservice.models import (
 )
 from taskservice.settings import Settings
 from taskservice.states import TaskState
+from taskservice.webhooks.service import Prepared, WebhookRequest, WebhookService
 
 _CURSOR_VERSION = "v1"
 # A cancel re-reads and retries when the task moved under it; the state machine has
@@ -90,8 +92,10 @@ class TaskService:
         catalog: AgentCatalog,
         settings: Settings,
         watchers: TaskWatchers | None = None,
+        webhooks: WebhookService | None = None,
     ) -> None:
         self.watchers = watchers
+        self.webhooks = webhooks
         self.store = store
         self.ledger = ledger
         self.catalog = catalog
@@ -111,9 +115,13 @@ class TaskService:
         max_attempts: int | None = None,
         timeout_seconds: float | None = None,
         idempotency_key: str | None = None,
+        webhooks: Sequence[WebhookRequest] = (),
     ) -> tuple[Task, bool]:
         """Create a pending task. Returns (task, created); created is False when the
-        idempotency key was used before with the same request."""
+        idempotency key was used before with the same request.
+
+        `webhooks` become the task's own subscriptions, committed with the task, so
+        no state change can happen before they exist."""
         metadata = metadata or {}
         # Encoded once: for the size limits and the NUL check alike.
         input_json, metadata_json = _canonical(input), _canonical(metadata)
@@ -127,10 +135,13 @@ class TaskService:
         spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)
         if parent_id is not None and await self.store.get(parent_id, tenant=tenant) is None:
             raise InvalidRequest(f"parent task {parent_id} does not exist", field="parent_id")
+        if webhooks and self.webhooks is None:
+            raise InvalidRequest("webhooks are not available here", field="webhooks")
+        prepared = await self.webhooks.prepare_all(webhooks) if self.webhooks else []
 
         request_hash = None
         if idempotency_key:
-            request = {
+            request: dict[str, Any] = {
                 "input": input_json,
                 "system_prompt": system_prompt,
                 "agent": agent,
@@ -141,6 +152,10 @@ class TaskService:
                 "max_attempts": max_attempts,
                 "timeout_seconds": timeout_seconds,
             }
+            if webhooks:  # keeps the hash of requests without webhooks as it was
+                request["webhooks"] = [
+                    {"url": w.url, "states": sorted(w.states), "secret": w.secret} for w in webhooks
+                ]
             request_hash = hashlib.sha256(_canonical(request).encode()).hexdigest()
         task, created = await self.store.create(
             NewTask(
@@ -154,7 +169,8 @@ class TaskService:
                 context_id=context_id,
                 idempotency_key=idempotency_key,
                 request_hash=request_hash,
-            )
+            ),
+            also=self._subscriber(tenant, prepared) if prepared else None,
         )
         if not created and task.request_hash != request_hash:
             raise Conflict(
@@ -162,6 +178,15 @@ class TaskService:
                 task_id=str(task.id),
             )
         return task, created
+
+    def _subscriber(self, tenant: str, prepared: list[Prepared]) -> AlsoWrite:
+        webhooks = self.webhooks
+        assert webhooks is not None
+
+        async def subscribe(conn: Any, task_id: uuid.UUID) -> None:
+            await webhooks.insert_for_task(conn, tenant=tenant, task_id=task_id, prepared=prepared)
+
+        return subscribe
 
     def _check_size(self, name: str, encoded: str, limit: int) -> None:
         size = len(encoded.encode())
@@ -297,7 +322,7 @@ class TaskService:
         self, *, tenant: str, task_id: str, after: int = -1, limit: int | None = None
     ) -> tuple[list[Row], int | None]:
         task = await self.get(tenant=tenant, task_id=task_id)
-        size = self._page_size(limit)
+        size = self.page_size(limit)
         rows = await self.ledger.messages(task.id, after=after, limit=size)
         return rows, rows[-1]["position"] if len(rows) == size else None
 
@@ -305,11 +330,11 @@ class TaskService:
         self, *, tenant: str, task_id: str, after: int = 0, limit: int | None = None
     ) -> tuple[list[Row], int | None]:
         task = await self.get(tenant=tenant, task_id=task_id)
-        size = self._page_size(limit)
+        size = self.page_size(limit)
         rows = await self.ledger.calls(task.id, after=after, limit=size)
         return rows, rows[-1]["id"] if len(rows) == size else None
 
-    def _page_size(self, limit: int | None) -> int:
+    def page_size(self, limit: int | None) -> int:
         return min(limit or self.settings.default_page_size, self.settings.max_page_size)
 
     async def events(

@@ -76,7 +76,46 @@ class Settings(BaseSettings):
     stall_seconds: float = 120.0  # a running task quiet this long gets a `stalled` event
     shutdown_grace_seconds: float = 20.0  # for runs to finish before they are released
 
-    @field_validator("allowed_models", "default_tools", "plugins", "cors_origins", mode="before")
+    # Webhooks.
+    webhooks_enabled: bool = True  # run the dispatcher in this process
+    webhook_concurrency: int = 32  # attempts in flight per process
+    webhook_timeout_seconds: float = 15.0  # a 2xx must arrive within this
+    # Delay before attempt 1, 2, 3 … of a delivery; its length is the number of
+    # attempts. Each delay gets +/- webhook_jitter of itself.
+    webhook_retry_schedule: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [0.0, 5, 300, 1800, 7200, 18000, 36000, 36000]
+    )
+    webhook_jitter: float = Field(default=0.2, ge=0, le=1)
+    webhook_max_retry_after_seconds: float = 86_400.0  # a longer Retry-After is capped
+    webhook_disable_after_seconds: float = 5 * 86_400.0  # failing this long: disabled
+    webhook_secret_overlap_seconds: float = 86_400.0  # old secret still signs this long
+    webhook_allow_http: bool = False  # https only unless set
+    # Hosts and CIDRs admitted although private/loopback (internal alerting systems).
+    webhook_allow_targets: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    webhook_max_per_task: int = 10
+
+    @field_validator("webhook_retry_schedule", mode="before")
+    @classmethod
+    def _split_schedule(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [float(part) for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _schedule_usable(cls, value: list[float]) -> list[float]:
+        if not value or any(delay < 0 for delay in value):
+            raise ValueError("the retry schedule needs at least one delay, none negative")
+        return value
+
+    @field_validator(
+        "allowed_models",
+        "default_tools",
+        "plugins",
+        "cors_origins",
+        "webhook_allow_targets",
+        mode="before",
+    )
     @classmethod
     def _split_csv(cls, value: object) -> object:
         # Comma-separated lists are friendlier than JSON in an environment variable.

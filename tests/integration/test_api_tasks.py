@@ -41,6 +41,7 @@ async def test_submit_returns_201_with_location_and_the_stored_task(
     assert task["metadata"] == {"ticket": "T-1", "nested": {"x": [1, 2]}}
     assert task["agent"] == {"profile": "default", "model": "offline", "system_prompt": "Be terse."}
     assert (task["context_id"], task["max_attempts"], task["attempt"]) == ("ctx-1", 5, 0)
+    assert task.pop("webhooks") == []  # only the create response lists them (with secrets)
 
     fetched = (await client.get(response.headers["location"])).json()
     assert fetched == task

@@ -13,7 +13,7 @@ from taskservice import __version__
 from taskservice.agents import ToolFunction
 from taskservice.api import errors
 from taskservice.api.limits import RequestGuard
-from taskservice.api.routes import agents, events, health, messages, tasks, tokens
+from taskservice.api.routes import agents, events, health, messages, tasks, tokens, webhooks
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
 
@@ -55,6 +55,7 @@ def create_app(
     app.include_router(messages.router)
     app.include_router(tokens.router)
     app.include_router(events.router)
+    app.include_router(webhooks.router)
     app.include_router(health.router)
     app.add_middleware(RequestGuard, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:

@@ -16,6 +16,7 @@ from taskservice.errors import NotFound, Unauthorized
 from taskservice.ids import parse_uuid
 from taskservice.runtime import Runtime
 from taskservice.service import TaskService
+from taskservice.webhooks.service import WebhookService
 
 # Declares the scheme in OpenAPI; the header itself is checked by `Authenticator`, which
 # also rejects non-Bearer schemes instead of treating them as anonymous.
@@ -26,6 +27,12 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from `taskservice
 class CallerContext:
     tenant: str
     service: TaskService
+
+    @property
+    def webhooks(self) -> WebhookService:
+        hooks = self.service.webhooks
+        assert hooks is not None  # the runtime always builds one
+        return hooks
 
 
 # Dependencies are `async def` on purpose: FastAPI runs plain `def` ones in a thread

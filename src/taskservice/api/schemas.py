@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskservice.models import Task, TaskEvent
 from taskservice.states import TaskState
+from taskservice.webhooks.service import DEFAULT_STATES, WebhookRequest
+from taskservice.webhooks.store import Delivery, Subscription
 
 NonEmptyText = Annotated[str, Field(min_length=1)]
 
@@ -17,6 +19,186 @@ NonEmptyText = Annotated[str, Field(min_length=1)]
 class Request(BaseModel):
     # Unknown fields are rejected so a caller's typo surfaces instead of being ignored.
     model_config = ConfigDict(extra="forbid")
+
+
+class WebhookIn(Request):
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="https URL called with a signed POST (Standard Webhooks) when the task "
+        "reaches one of `states`. Private, loopback and metadata addresses are refused "
+        "unless the operator allows them.",
+        examples=["https://alerts.example.com/hooks/taskservice"],
+    )
+    states: list[TaskState] | None = Field(
+        default=None,
+        min_length=1,
+        description="States to be notified of; default input_required and the terminal ones.",
+    )
+    secret: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Your own signing secret (`whsec_` + base64 of 24-64 bytes); "
+        "otherwise one is generated and shown in the response, once.",
+    )
+
+    def request(self, filters: dict[str, Any] | None = None) -> WebhookRequest:
+        return WebhookRequest(
+            url=self.url,
+            states=tuple(self.states) if self.states else DEFAULT_STATES,
+            secret=self.secret,
+            filters=filters or {},
+        )
+
+
+class WebhookFilters(Request):
+    agents: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(
+        default=None, max_length=100, description="Only tasks run by one of these profiles."
+    )
+    context_id: str | None = Field(default=None, min_length=1, max_length=200)
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="Only tasks whose metadata contains this object."
+    )
+
+
+class WebhookCreate(WebhookIn):
+    filters: WebhookFilters | None = Field(
+        default=None, description="Tenant-wide webhooks: which tasks; all when absent."
+    )
+
+
+class WebhookUpdate(Request):
+    url: str | None = Field(default=None, min_length=1, max_length=2048)
+    states: list[TaskState] | None = Field(default=None, min_length=1)
+    filters: WebhookFilters | None = None
+    enabled: bool | None = Field(
+        default=None, description="true re-enables a disabled webhook and clears its failures."
+    )
+
+
+class SecretRotation(Request):
+    secret: str | None = Field(default=None, max_length=200, description="Else generated.")
+    overlap_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=7 * 86_400,
+        description="How long the old secret keeps signing too; the server default otherwise.",
+    )
+
+
+class WebhookOut(BaseModel):
+    id: uuid.UUID
+    url: str
+    states: list[TaskState]
+    task_id: uuid.UUID | None = Field(description="Set for a task's own webhook.")
+    filters: dict[str, Any]
+    enabled: bool
+    disabled_reason: str | None = None
+    disabled_at: datetime | None = None
+    consecutive_failures: int
+    failing_since: datetime | None = None
+    previous_secret_expires_at: datetime | None = Field(
+        default=None, description="Until then the previous secret signs too (rotation)."
+    )
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, sub: Subscription) -> WebhookOut:
+        return cls(**cls._fields(sub))
+
+    @classmethod
+    def _fields(cls, sub: Subscription) -> dict[str, Any]:
+        return {
+            "id": sub.id,
+            "url": sub.url,
+            "states": [TaskState(s) for s in sub.states],
+            "task_id": sub.task_id,
+            "filters": sub.filters,
+            "enabled": sub.enabled,
+            "disabled_reason": sub.disabled_reason,
+            "disabled_at": sub.disabled_at,
+            "consecutive_failures": sub.consecutive_failures,
+            "failing_since": sub.failing_since,
+            "previous_secret_expires_at": sub.previous_secret_expires_at,
+            "created_at": sub.created_at,
+            "updated_at": sub.updated_at,
+        }
+
+
+class WebhookWithSecret(WebhookOut):
+    secret: str = Field(description="The signing secret: shown here only, keep it.")
+
+    @classmethod
+    def of(cls, sub: Subscription) -> WebhookWithSecret:
+        return cls(**cls._fields(sub), secret=sub.secret)
+
+
+class WebhookList(BaseModel):
+    webhooks: list[WebhookOut]
+    next_cursor: str | None
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    started_at: datetime
+    duration_ms: float
+    status_code: int | None = Field(description="null when no answer came (see error).")
+    error: str | None = None
+    dispatcher: str
+
+
+class DeliveryOut(BaseModel):
+    id: uuid.UUID = Field(description="Also the `webhook-id` header of every attempt.")
+    webhook_id: uuid.UUID
+    task_id: uuid.UUID
+    state: TaskState
+    event_seq: int
+    occurred_at: datetime
+    status: str = Field(description="pending, succeeded or failed.")
+    attempts: int
+    in_flight: bool
+    next_attempt_at: datetime | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+    created_at: datetime
+    delivered_at: datetime | None = None
+    attempt_log: list[AttemptOut]
+
+    @classmethod
+    def of(cls, d: Delivery) -> DeliveryOut:
+        return cls(
+            id=d.id,
+            webhook_id=d.subscription_id,
+            task_id=d.task_id,
+            state=TaskState(d.state),
+            event_seq=d.event_seq,
+            occurred_at=d.occurred_at,
+            status=d.status,
+            attempts=d.attempts,
+            in_flight=d.in_flight,
+            next_attempt_at=d.next_attempt_at,
+            last_status_code=d.last_status_code,
+            last_error=d.last_error,
+            created_at=d.created_at,
+            delivered_at=d.delivered_at,
+            attempt_log=[
+                AttemptOut(
+                    attempt=a.attempt,
+                    started_at=a.started_at,
+                    duration_ms=a.duration_ms,
+                    status_code=a.status_code,
+                    error=a.error,
+                    dispatcher=a.dispatcher,
+                )
+                for a in d.log
+            ],
+        )
+
+
+class DeliveryPage(BaseModel):
+    deliveries: list[DeliveryOut]
+    next_cursor: str | None
 
 
 class TaskCreate(Request):
@@ -39,6 +221,10 @@ class TaskCreate(Request):
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(
         default=None, gt=0, le=86_400, description="Per attempt; the server default otherwise."
+    )
+    webhooks: list[WebhookIn] = Field(
+        default_factory=list,
+        description="The task's own webhooks, registered with it (before any state change).",
     )
 
 
@@ -92,7 +278,7 @@ class TaskOut(BaseModel):
     finished_at: datetime | None = None
 
     @classmethod
-    def of(cls, task: Task) -> TaskOut:
+    def of(cls, task: Task) -> Self:
         return cls(
             id=task.id,
             state=task.state,
@@ -114,6 +300,12 @@ class TaskOut(BaseModel):
             started_at=task.started_at,
             finished_at=task.finished_at,
         )
+
+
+class TaskCreated(TaskOut):
+    webhooks: list[WebhookWithSecret] = Field(
+        default_factory=list, description="The webhooks registered with the task, with secrets."
+    )
 
 
 class TaskList(BaseModel):

@@ -12,7 +12,7 @@ asyncpg connection (see `db.sql`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -49,6 +49,8 @@ from taskservice.models import (
 from taskservice.states import TaskState, check_transition
 
 STATE_CHANGE = "state_change"
+# Writes more rows for a task being created: (connection, task id), in its transaction.
+AlsoWrite = Callable[[Any, uuid.UUID], Awaitable[None]]
 _EVENT_COLUMNS = ["task_id", "tenant", "seq", "type", "data"]
 _CREATE_COLUMNS = (
     "id",
@@ -160,6 +162,9 @@ _BY_IDEMPOTENCY_KEY = Statement(
     )
 )
 _GET = Statement(select(tasks).where(tasks.c.id == bindparam("id")))
+_GET_MANY = Statement(
+    select(tasks).where(tasks.c.id == func.any(bindparam("ids", type_=ARRAY(UUID(as_uuid=True)))))
+)
 _GET_SCOPED = Statement(
     select(tasks).where(tasks.c.id == bindparam("id"), tasks.c.tenant == bindparam("tenant"))
 )
@@ -393,11 +398,13 @@ class TaskStore:
 
     # -- submit -----------------------------------------------------------------
 
-    async def create(self, new: NewTask) -> tuple[Task, bool]:
+    async def create(self, new: NewTask, *, also: AlsoWrite | None = None) -> tuple[Task, bool]:
         """Insert a pending task and its first event. Returns (task, created).
 
         With an idempotency key already used by this tenant, nothing is written and
-        the existing task comes back with created=False.
+        the existing task comes back with created=False. `also` writes what belongs
+        to a new task (its webhook subscriptions) on the same connection, in the same
+        transaction.
         """
         params = {
             "id": uuid7(),
@@ -417,7 +424,13 @@ class TaskStore:
         }
         statement = _create_statement(new.idempotency_key is not None)
         async with self.db.connection() as conn:
-            created = await conn.fetchrow(statement.sql, *statement.args(params))
+            if also is None:
+                created = await conn.fetchrow(statement.sql, *statement.args(params))
+            else:
+                async with conn.transaction():
+                    created = await conn.fetchrow(statement.sql, *statement.args(params))
+                    if created is not None:
+                        await also(conn, created["id"])
             if created is not None:
                 return _pending(new, created), True
             existing = await conn.fetchrow(
@@ -434,6 +447,10 @@ class TaskStore:
         else:
             row = await self.db.fetchrow(_GET_SCOPED, {"id": task_id, "tenant": tenant})
         return task_from_row(row) if row is not None else None
+
+    async def get_many(self, task_ids: list[uuid.UUID]) -> dict[uuid.UUID, Task]:
+        rows = await self.db.fetch(_GET_MANY, {"ids": task_ids})
+        return {row["id"]: task_from_row(row) for row in rows}
 
     async def list_tasks(
         self,

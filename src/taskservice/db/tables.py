@@ -188,6 +188,7 @@ webhook_subscriptions = Table(
     Column("consecutive_failures", Integer, nullable=False, server_default=text("0")),
     Column("failing_since", TZ),
     Column("disabled_reason", Text),
+    Column("disabled_at", TZ),
     _created(),
     Column("updated_at", TZ, nullable=False, server_default=func.now()),
     Index(
@@ -203,6 +204,8 @@ webhook_subscriptions = Table(
 webhook_deliveries = Table(
     "webhook_deliveries",
     metadata,
+    # Time-ordered (taskservice_uuid7() when the outbox trigger writes the row); also
+    # the `webhook-id` every attempt of this delivery carries.
     Column("id", UUID(as_uuid=True), primary_key=True),
     Column(
         "subscription_id",
@@ -215,9 +218,15 @@ webhook_deliveries = Table(
     ),
     Column("tenant", Text, nullable=False),
     Column("state", Text, nullable=False),
+    Column("event_seq", Integer, nullable=False),  # the state_change event: sends in this order
+    Column("occurred_at", TZ, nullable=False),  # when the task reached `state`
     Column("status", Text, nullable=False, server_default=text("'pending'")),
     Column("attempts", Integer, nullable=False, server_default=text("0")),
+    # Failed attempts since the last (re)delivery: the position in the retry schedule.
+    Column("schedule_step", Integer, nullable=False, server_default=text("0")),
     Column("next_attempt_at", TZ, nullable=False, server_default=func.now()),
+    Column("locked_by", Text),  # the dispatcher with an attempt in flight
+    Column("payload", Text),  # the body, fixed at the first attempt so retries match
     Column("last_status_code", Integer),
     Column("last_error", Text),
     _created(),
@@ -234,6 +243,28 @@ webhook_deliveries = Table(
         postgresql_where=text("status = 'pending'"),
     ),
     Index("ix_webhook_deliveries_task_id", "task_id"),
+    Index("ix_webhook_deliveries_subscription_id_id", "subscription_id", text("id DESC")),
+)
+
+# The delivery log: one row per attempt, whatever its outcome.
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column(
+        "delivery_id",
+        UUID(as_uuid=True),
+        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("attempt", Integer, nullable=False),
+    Column("dispatcher", Text, nullable=False),
+    Column("started_at", TZ, nullable=False),
+    Column("duration_ms", Float, nullable=False),
+    Column("status_code", Integer),
+    Column("error", Text),
+    # An attempt number is claimed once: two dispatchers cannot both make attempt n.
+    UniqueConstraint("delivery_id", "attempt"),
 )
 
 api_keys = Table(

@@ -117,9 +117,14 @@ async def resolve(
         raise UnsafeTarget("the URL has no host")
     port = port or (443 if parts.scheme == "https" else 80)
     try:
-        resolved = await resolver(host, port)
-    except OSError as exc:
-        raise UnsafeTarget(f"cannot resolve {host}: {exc}") from exc
+        # An address in canonical form needs no resolver (other numeric spellings,
+        # such as 2130706433, are left to it: that is how connections read them).
+        resolved = [str(ipaddress.ip_address(host))]
+    except ValueError:
+        try:
+            resolved = await resolver(host, port)
+        except OSError as exc:
+            raise UnsafeTarget(f"cannot resolve {host}: {exc}") from exc
     if not resolved:
         raise UnsafeTarget(f"{host} resolves to no address")
     addresses: list[IPAddress] = []

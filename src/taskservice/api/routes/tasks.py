@@ -21,8 +21,10 @@ from taskservice.api.schemas import (
     MessageOut,
     MessagePage,
     TaskCreate,
+    TaskCreated,
     TaskList,
     TaskOut,
+    WebhookWithSecret,
 )
 from taskservice.models import TaskFilter
 from taskservice.states import TaskState
@@ -36,9 +38,9 @@ TaskId = Annotated[str, "a task id (UUID)"]
     "",
     operation_id="createTask",
     status_code=status.HTTP_201_CREATED,
-    response_model=TaskOut,
+    response_model=TaskCreated,
     responses={
-        200: {"model": TaskOut, "description": "Idempotent replay: the task created before"},
+        200: {"model": TaskCreated, "description": "Idempotent replay: the task created before"},
         **problem_responses(400, 401, 409, 413, 415, 422),
     },
     summary="Submit a task",
@@ -55,7 +57,7 @@ async def create_task(
             description="Makes retries safe: the same key and body return the same task.",
         ),
     ] = None,
-) -> TaskOut:
+) -> TaskCreated:
     task, created = await caller.service.submit(
         tenant=caller.tenant,
         input=body.input,
@@ -68,12 +70,20 @@ async def create_task(
         max_attempts=body.max_attempts,
         timeout_seconds=body.timeout_seconds,
         idempotency_key=idempotency_key,
+        webhooks=[hook.request() for hook in body.webhooks],
     )
     response.headers["Location"] = f"/v1/tasks/{task.id}"
     if not created:
         response.status_code = status.HTTP_200_OK
         response.headers["Idempotent-Replayed"] = "true"
-    return TaskOut.of(task)
+    out = TaskCreated.of(task)
+    if body.webhooks:
+        # A replay shows the secrets again: it answers the same request as before.
+        subs = await caller.webhooks.subscriptions(
+            tenant=caller.tenant, task_id=task.id, before=None, limit=100
+        )
+        out.webhooks = [WebhookWithSecret.of(sub) for sub in reversed(subs)]
+    return out
 
 
 @router.get(

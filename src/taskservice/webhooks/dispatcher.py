@@ -1,0 +1,262 @@
+"""The webhook dispatcher: claims due deliveries and makes one attempt at each.
+
+Runs in every process that has it enabled; all of them share the outbox through
+`SKIP LOCKED` claims. An attempt: render the body (once per delivery; retries send the
+same bytes), check the target again (SSRF: DNS answers change), sign with every
+secret in force, POST to a checked address, then log the attempt and settle the
+delivery in one transaction. A 2xx within the timeout succeeds; 410 disables the
+subscription; anything else is retried on the schedule, or later if the receiver
+said so with `Retry-After`. A dispatcher that dies mid-attempt leaves a lease that
+runs out, and another dispatcher makes the next attempt: delivery is at-least-once,
+and receivers deduplicate on `webhook-id`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import ssl
+import time
+import uuid
+from datetime import UTC, datetime
+
+import httpcore
+
+from taskservice.aio import wait_until
+from taskservice.api.schemas import TaskOut
+from taskservice.db import TRANSIENT_ERRORS
+from taskservice.db.store import TaskStore
+from taskservice.events import EventHub
+from taskservice.settings import Settings
+from taskservice.webhooks import signing
+from taskservice.webhooks.http import Answer, Sender
+from taskservice.webhooks.store import NOTIFY_CHANNEL, Claimed, Outcome, WebhookStore
+from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver
+from taskservice.worker.pool import new_worker_id
+
+log = logging.getLogger(__name__)
+
+RETRY_DELAY = 1.0  # seconds, after a database error in the claim loop
+LEASE_MARGIN = 30.0  # seconds an attempt's lease outlasts the HTTP timeout
+_TRANSPORT_ERRORS = (
+    httpcore.TimeoutException,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.UnsupportedProtocol,
+    ssl.SSLError,
+    OSError,
+)
+
+
+def render(claimed: Claimed, task: TaskOut) -> str:
+    """The body: what happened, when, and the task as the API shows it."""
+    body = {
+        "type": f"task.{claimed.state}",
+        "timestamp": claimed.occurred_at.astimezone(UTC).isoformat(),
+        "data": {
+            "delivery_id": str(claimed.id),
+            "subscription_id": str(claimed.subscription_id),
+            "state": claimed.state,
+            "event_seq": claimed.event_seq,
+            "task": task.model_dump(mode="json"),
+        },
+    }
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def describe(answer: Answer) -> str | None:
+    """The delivery log's error for an answer; None for a success."""
+    code = answer.status_code
+    if 200 <= code < 300:
+        return None
+    if 300 <= code < 400:
+        return f"HTTP {code}: redirect to {answer.location!r} not followed"
+    if code == 410:
+        return "HTTP 410 Gone: the receiver asked for no more deliveries"
+    return f"HTTP {code}"
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        store: WebhookStore,
+        tasks: TaskStore,
+        hub: EventHub,
+        settings: Settings,
+        resolver: Resolver = system_resolver,
+    ) -> None:
+        self.store = store
+        self.tasks = tasks
+        self.settings = settings
+        self.dispatcher_id = new_worker_id()
+        self._resolver = resolver
+        self._allow = AllowList.parse(settings.webhook_allow_targets)
+        self._sender = Sender(
+            timeout=settings.webhook_timeout_seconds,
+            max_idle_per_origin=settings.webhook_concurrency,
+        )
+        self._lease = settings.webhook_timeout_seconds + LEASE_MARGIN
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._inflight: dict[uuid.UUID, tuple[asyncio.Task[None], Claimed]] = {}
+        self._loop: asyncio.Task[None] | None = None
+        # Before the hub starts: it LISTENs on the channels registered by then.
+        hub.on_channel(NOTIFY_CHANNEL, lambda _payload: self._wake.set())
+        hub.on_reconnect(self._wake.set)
+
+    async def start(self) -> None:
+        self._loop = asyncio.create_task(self._claim_loop(), name="webhook-dispatcher")
+        log.info(
+            "webhook dispatcher %s started: %d in flight, timeout %.0fs",
+            self.dispatcher_id,
+            self.settings.webhook_concurrency,
+            self.settings.webhook_timeout_seconds,
+        )
+
+    async def stop(self) -> None:
+        """Stop claiming; give attempts in flight a little time; release the rest."""
+        self._stopping.set()
+        self._wake.set()
+        if self._loop is not None:
+            self._loop.cancel()
+            await asyncio.gather(self._loop, return_exceptions=True)
+        inflight = dict(self._inflight)
+        if inflight:
+            grace = min(self.settings.shutdown_grace_seconds, self.settings.webhook_timeout_seconds)
+            _, unfinished = await asyncio.wait([t for t, _ in inflight.values()], timeout=grace)
+            for attempt, claimed in inflight.values():
+                if attempt in unfinished:
+                    attempt.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await attempt
+                    with contextlib.suppress(*TRANSIENT_ERRORS):
+                        await self.store.release(claimed, dispatcher=self.dispatcher_id)
+        await self._sender.aclose()
+
+    async def _claim_loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()
+            free = self.settings.webhook_concurrency - len(self._inflight)
+            claimed: list[Claimed] = []
+            if free > 0:
+                try:
+                    claimed = await self.store.claim(
+                        dispatcher=self.dispatcher_id, limit=free, lease_seconds=self._lease
+                    )
+                except TRANSIENT_ERRORS as exc:
+                    log.warning("webhook claim failed (%s); retrying", exc)
+                    await asyncio.sleep(RETRY_DELAY)
+                    continue
+                try:
+                    payloads = await self._render(claimed)
+                except TRANSIENT_ERRORS as exc:
+                    # Claimed but not attempted: the leases run out, and they are retried.
+                    log.warning("could not read the tasks of %d deliveries (%s)", len(claimed), exc)
+                    await asyncio.sleep(RETRY_DELAY)
+                    continue
+                for delivery in claimed:
+                    payload = payloads.get(delivery.id)
+                    if payload is None:  # the task is gone, and its deliveries with it
+                        continue
+                    attempt = self._attempt(delivery, payload)
+                    task = asyncio.create_task(attempt, name=f"hook-{delivery.id}")
+                    self._inflight[delivery.id] = (task, delivery)
+            if claimed:
+                continue  # there may be more
+            await wait_until(self._wake.wait(), self.settings.poll_interval)
+
+    async def _attempt(self, claimed: Claimed, payload: str) -> None:
+        try:
+            outcome = await self._send(claimed, payload)
+            won = await self.store.record(
+                claimed,
+                outcome,
+                dispatcher=self.dispatcher_id,
+                payload=payload,
+                disable_after_seconds=self.settings.webhook_disable_after_seconds,
+            )
+            if not won:
+                log.warning(
+                    "delivery %s: attempt %d was settled elsewhere", claimed.id, claimed.attempt
+                )
+        except TRANSIENT_ERRORS:
+            # Not recorded: the lease runs out and the delivery is attempted again.
+            log.exception("delivery %s: could not record attempt %d", claimed.id, claimed.attempt)
+        finally:
+            self._inflight.pop(claimed.id, None)
+            self._wake.set()  # a slot is free, and a later state may now be due
+
+    async def _render(self, claimed: list[Claimed]) -> dict[uuid.UUID, str]:
+        """Each delivery's body: fixed at its first attempt, made now for new ones
+        (with one query for all their tasks)."""
+        payloads = {c.id: c.payload for c in claimed if c.payload is not None}
+        fresh = [c for c in claimed if c.payload is None]
+        if fresh:
+            tasks = await self.tasks.get_many(list({c.task_id for c in fresh}))
+            for c in fresh:
+                if c.task_id in tasks:
+                    payloads[c.id] = render(c, TaskOut.of(tasks[c.task_id]))
+        return payloads
+
+    async def _send(self, claimed: Claimed, payload: str) -> Outcome:
+        started_at = datetime.now(UTC)
+        clock = time.perf_counter()
+        answer: Answer | None = None
+        error: str | None
+        try:
+            target = await resolve(
+                claimed.url,
+                allow=self._allow,
+                allow_http=self.settings.webhook_allow_http,
+                resolver=self._resolver,
+            )
+            body = payload.encode()
+            headers = signing.headers(
+                claimed.secrets, message_id=str(claimed.id), timestamp=int(time.time()), body=body
+            )
+            answer = await self._sender.post(target, body, headers)
+            error = describe(answer)
+        except UnsafeTarget as exc:
+            error = f"target refused: {exc}"
+        except TimeoutError:
+            error = f"no answer within {self.settings.webhook_timeout_seconds:g} s"
+        except _TRANSPORT_ERRORS as exc:
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        except Exception as exc:
+            log.exception(
+                "delivery %s: attempt %d failed unexpectedly", claimed.id, claimed.attempt
+            )
+            error = f"internal error: {type(exc).__name__}"
+        duration_ms = (time.perf_counter() - clock) * 1000
+        succeeded = error is None
+        gone = answer is not None and answer.status_code == 410
+        retry_in = None
+        if not succeeded and not gone:
+            retry_in = self.next_delay(
+                claimed.schedule_step + 1, answer.retry_after if answer else None
+            )
+        return Outcome(
+            started_at=started_at,
+            duration_ms=duration_ms,
+            status_code=answer.status_code if answer else None,
+            error=error,
+            succeeded=succeeded,
+            retry_in=retry_in,
+            disable_reason="the receiver answered 410 Gone" if gone else None,
+        )
+
+    def next_delay(self, failures: int, retry_after: float | None) -> float | None:
+        """Seconds before the next attempt after `failures` failed ones; None when the
+        schedule is used up."""
+        schedule = self.settings.webhook_retry_schedule
+        if failures >= len(schedule):
+            return None
+        jitter = self.settings.webhook_jitter
+        delay = schedule[failures] * random.uniform(1 - jitter, 1 + jitter)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.settings.webhook_max_retry_after_seconds))
+        return delay

@@ -1,0 +1,189 @@
+"""The dispatcher's HTTP client: pinned to checked addresses, no redirects.
+
+Each attempt resolves and checks the target (`targets.resolve`) and *pins* its host to
+the addresses that passed; the connection pool's network backend connects only to a
+pinned address, never resolving again, so DNS cannot be re-bound between check and
+connect. The URL keeps the real host name, so the `Host` header, TLS SNI and
+certificate verification are for the name the subscriber registered, and pooled
+connections are never shared between host names. httpcore does not follow redirects;
+a 3xx is a failed attempt like any other non-2xx answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import certifi
+import httpcore
+
+from taskservice.webhooks.targets import IPAddress, Target
+
+USER_AGENT = "taskservice-webhooks/1"
+_MAX_RESPONSE_BYTES = 65_536  # read (and discard) at most this much of an answer
+_TIMEOUTS = ("connect", "read", "write", "pool")
+
+
+def _normal(host: str) -> str:
+    return host.strip("[]").lower()
+
+
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Connects a host name only to the addresses last pinned for it."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self._pins: dict[tuple[str, int], tuple[IPAddress, ...]] = {}
+
+    def pin(self, host: str, port: int, addresses: Iterable[IPAddress]) -> None:
+        self._pins[(_normal(host), port)] = tuple(addresses)
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = self._pins.get((_normal(host), port))
+        if not addresses:
+            raise httpcore.ConnectError(f"{host}:{port} was not checked before connecting")
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("webhooks are never sent over unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status_code: int
+    retry_after: float | None  # seconds, from a Retry-After header
+    location: str | None  # of a redirect, for the delivery log
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds from `Retry-After`: delta-seconds or an HTTP date. None if absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class Sender:
+    """Keep-alive connections per origin, each used by one request at a time.
+
+    httpcore's own pool rescans every connection on each request and release, which
+    costs more than the request itself at a few dozen connections; here a request
+    takes an idle connection of its origin (or opens one) and gives it back.
+    """
+
+    def __init__(self, *, timeout: float, max_idle_per_origin: int = 32) -> None:
+        self.timeout = timeout
+        self._backend = PinnedBackend()
+        self._ssl = ssl.create_default_context(cafile=certifi.where())
+        self._max_idle = max_idle_per_origin
+        self._idle: dict[tuple[str, str, int], list[httpcore.AsyncHTTPConnection]] = {}
+
+    def _checkout(self, key: tuple[str, str, int]) -> httpcore.AsyncHTTPConnection:
+        idle = self._idle.get(key, [])
+        while idle:
+            conn = idle.pop()
+            if conn.is_idle() and not conn.has_expired():
+                return conn
+        scheme, host, port = key
+        return httpcore.AsyncHTTPConnection(
+            httpcore.Origin(scheme.encode(), host.encode(), port),
+            ssl_context=self._ssl,
+            keepalive_expiry=30.0,
+            network_backend=self._backend,
+        )
+
+    async def _checkin(self, key: tuple[str, str, int], conn: httpcore.AsyncHTTPConnection) -> None:
+        idle = self._idle.setdefault(key, [])
+        if conn.is_idle() and len(idle) < self._max_idle:
+            idle.append(conn)
+        else:
+            await conn.aclose()
+
+    async def post(self, target: Target, body: bytes, headers: Mapping[str, str]) -> Answer:
+        """One POST within `timeout` (the whole exchange). Raises on transport errors
+        and `TimeoutError`."""
+        self._backend.pin(target.host, target.port, target.addresses)
+        key = (target.scheme, _normal(target.host), target.port)
+        request = httpcore.Request(
+            "POST",
+            target.url,
+            headers=[
+                ("Host", urlsplit(target.url).netloc),  # the registered name, never the IP
+                ("User-Agent", USER_AGENT),
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(body))),
+                *headers.items(),
+            ],
+            content=body,
+            extensions={
+                "timeout": dict.fromkeys(("connect", "read", "write", "pool"), self.timeout)
+            },
+        )
+        conn = self._checkout(key)
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await conn.handle_async_request(request)
+                try:
+                    read = 0
+                    async for chunk in response.aiter_stream():
+                        read += len(chunk)
+                        if read > _MAX_RESPONSE_BYTES:
+                            break
+                finally:
+                    await response.aclose()
+        except BaseException:
+            await conn.aclose()
+            raise
+        await self._checkin(key, conn)
+        found = {k.decode().lower(): v.decode("latin-1") for k, v in response.headers}
+        return Answer(
+            status_code=response.status,
+            retry_after=parse_retry_after(found.get("retry-after")),
+            location=found.get("location"),
+        )
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                with contextlib.suppress(Exception):
+                    await conn.aclose()

@@ -1,0 +1,298 @@
+"""Webhook subscriptions and deliveries as the API sees them: validation, tenancy.
+
+Every URL is checked (`targets.resolve`) at registration, with the same rules the
+dispatcher applies again at every attempt, so a caller learns at once that a target
+is refused instead of from a delivery log.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from taskservice.errors import Conflict, InvalidRequest, NotFound
+from taskservice.ids import parse_uuid, uuid7
+from taskservice.settings import Settings
+from taskservice.states import TaskState
+from taskservice.webhooks import signing
+from taskservice.webhooks.store import Delivery, Subscription, WebhookStore
+from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver
+
+# What a caller usually acts on: the end of a task, or its question.
+DEFAULT_STATES = (
+    TaskState.INPUT_REQUIRED,
+    TaskState.COMPLETED,
+    TaskState.FAILED,
+    TaskState.CANCELLED,
+)
+FILTER_KEYS = frozenset({"agents", "context_id", "metadata"})
+MAX_URL_LENGTH = 2048
+_SECRET_BYTES = (24, 64)
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookRequest:
+    url: str
+    states: Sequence[TaskState] = DEFAULT_STATES
+    secret: str | None = None  # else one is generated
+    filters: Mapping[str, Any] = field(default_factory=dict)  # tenant-wide only
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A checked request, ready to insert."""
+
+    id: uuid.UUID
+    url: str
+    states: tuple[str, ...]
+    secret: str
+
+
+def _states(states: Sequence[TaskState]) -> tuple[str, ...]:
+    if not states:
+        raise InvalidRequest("a webhook needs at least one state", field="states")
+    # Deduplicated, in state-machine order.
+    wanted = {TaskState(s) for s in states}
+    return tuple(s.value for s in TaskState if s in wanted)
+
+
+def check_secret(secret: str) -> str:
+    try:
+        if not secret.startswith(signing.SECRET_PREFIX):
+            raise ValueError
+        key = base64.b64decode(secret[len(signing.SECRET_PREFIX) :], validate=True)
+    except (ValueError, binascii.Error):
+        key = b""
+    low, high = _SECRET_BYTES
+    if not low <= len(key) <= high:
+        raise InvalidRequest(
+            f"a secret is whsec_ followed by base64 of {low} to {high} random bytes",
+            field="secret",
+        )
+    return secret
+
+
+def check_filters(filters: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(filters) - FILTER_KEYS
+    if unknown:
+        raise InvalidRequest(
+            f"unknown filter(s) {sorted(unknown)}; known: {sorted(FILTER_KEYS)}", field="filters"
+        )
+    agents = filters.get("agents")
+    if agents is not None and (
+        not isinstance(agents, list) or not all(isinstance(a, str) and a for a in agents)
+    ):
+        raise InvalidRequest("filters.agents is a list of profile names", field="filters")
+    context = filters.get("context_id")
+    if context is not None and (not isinstance(context, str) or not context):
+        raise InvalidRequest("filters.context_id is a non-empty string", field="filters")
+    metadata = filters.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidRequest(
+            "filters.metadata is an object that tasks' metadata must contain", field="filters"
+        )
+    return {key: value for key, value in filters.items() if value is not None}
+
+
+class WebhookService:
+    def __init__(
+        self, store: WebhookStore, settings: Settings, *, resolver: Resolver = system_resolver
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self._allow = AllowList.parse(settings.webhook_allow_targets)
+        self._resolver = resolver
+
+    async def check_url(self, url: str) -> str:
+        if len(url) > MAX_URL_LENGTH:
+            raise InvalidRequest(
+                f"a webhook URL has at most {MAX_URL_LENGTH} characters", field="url"
+            )
+        try:
+            await resolve(
+                url,
+                allow=self._allow,
+                allow_http=self.settings.webhook_allow_http,
+                resolver=self._resolver,
+            )
+        except UnsafeTarget as exc:
+            raise InvalidRequest(f"webhook URL refused: {exc}", field="url", url=url) from exc
+        return url
+
+    async def prepare(self, request: WebhookRequest) -> Prepared:
+        return Prepared(
+            id=uuid7(),
+            url=await self.check_url(request.url),
+            states=_states(request.states),
+            secret=check_secret(request.secret) if request.secret else signing.new_secret(),
+        )
+
+    async def prepare_all(self, requests: Sequence[WebhookRequest]) -> list[Prepared]:
+        limit = self.settings.webhook_max_per_task
+        if len(requests) > limit:
+            raise InvalidRequest(f"at most {limit} webhooks per task", field="webhooks")
+        return [await self.prepare(request) for request in requests]
+
+    async def insert_for_task(
+        self, conn: Any, *, tenant: str, task_id: uuid.UUID, prepared: Sequence[Prepared]
+    ) -> list[Subscription]:
+        made = []
+        for p in prepared:
+            sub = await self.store.create_for_task(
+                conn,
+                tenant=tenant,
+                task_id=task_id,
+                subscription_id=p.id,
+                url=p.url,
+                secret=p.secret,
+                states=p.states,
+            )
+            if sub is None:
+                raise NotFound(f"task {task_id} not found")
+            made.append(sub)
+        return made
+
+    async def subscribe_task(
+        self, *, tenant: str, task_id: str, request: WebhookRequest
+    ) -> Subscription:
+        parsed = self._id(task_id, "task")
+        existing = await self.store.subscriptions(
+            tenant=tenant, task_id=parsed, before=None, limit=1000
+        )
+        if len(existing) >= self.settings.webhook_max_per_task:
+            raise Conflict(
+                f"task {task_id} has {len(existing)} webhooks; the limit is "
+                f"{self.settings.webhook_max_per_task}"
+            )
+        prepared = await self.prepare(request)
+        async with self.store.db.connection() as conn:
+            (sub,) = await self.insert_for_task(
+                conn, tenant=tenant, task_id=parsed, prepared=[prepared]
+            )
+        return sub
+
+    async def subscribe_tenant(self, *, tenant: str, request: WebhookRequest) -> Subscription:
+        prepared = await self.prepare(request)
+        return await self.store.create_global(
+            tenant=tenant,
+            subscription_id=prepared.id,
+            url=prepared.url,
+            secret=prepared.secret,
+            states=prepared.states,
+            filters=check_filters(request.filters),
+        )
+
+    async def get(self, *, tenant: str, subscription_id: str) -> Subscription:
+        sub = await self.store.get(tenant=tenant, subscription_id=self._id(subscription_id))
+        if sub is None:
+            raise NotFound(f"webhook {subscription_id} not found")
+        return sub
+
+    async def subscriptions(
+        self, *, tenant: str, task_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
+    ) -> list[Subscription]:
+        return await self.store.subscriptions(
+            tenant=tenant, task_id=task_id, before=before, limit=limit
+        )
+
+    async def delete(self, *, tenant: str, subscription_id: str) -> None:
+        if not await self.store.delete(tenant=tenant, subscription_id=self._id(subscription_id)):
+            raise NotFound(f"webhook {subscription_id} not found")
+
+    async def update(
+        self,
+        *,
+        tenant: str,
+        subscription_id: str,
+        url: str | None,
+        states: Sequence[TaskState] | None,
+        filters: Mapping[str, Any] | None,
+        enabled: bool | None,
+    ) -> Subscription:
+        current = await self.get(tenant=tenant, subscription_id=subscription_id)
+        if filters is not None and current.task_id is not None:
+            raise InvalidRequest("a task's own webhook has no filters", field="filters")
+        sub = await self.store.update(
+            tenant=tenant,
+            subscription_id=current.id,
+            url=await self.check_url(url) if url is not None else None,
+            states=_states(states) if states is not None else None,
+            filters=check_filters(filters) if filters is not None else None,
+            enabled=enabled,
+        )
+        if sub is None:
+            raise NotFound(f"webhook {subscription_id} not found")
+        return sub
+
+    async def rotate(
+        self,
+        *,
+        tenant: str,
+        subscription_id: str,
+        secret: str | None,
+        overlap_seconds: float | None,
+    ) -> Subscription:
+        sub = await self.store.rotate(
+            tenant=tenant,
+            subscription_id=self._id(subscription_id),
+            secret=check_secret(secret) if secret else signing.new_secret(),
+            overlap_seconds=(
+                self.settings.webhook_secret_overlap_seconds
+                if overlap_seconds is None
+                else overlap_seconds
+            ),
+        )
+        if sub is None:
+            raise NotFound(f"webhook {subscription_id} not found")
+        return sub
+
+    async def deliveries(
+        self,
+        *,
+        tenant: str,
+        subscription_id: str | None = None,
+        task_id: uuid.UUID | None = None,
+        status: str | None = None,
+        before: uuid.UUID | None,
+        limit: int,
+    ) -> list[Delivery]:
+        sub_id = None
+        if subscription_id is not None:
+            sub_id = (await self.get(tenant=tenant, subscription_id=subscription_id)).id
+        return await self.store.deliveries(
+            tenant=tenant,
+            subscription_id=sub_id,
+            task_id=task_id,
+            status=status,
+            before=before,
+            limit=limit,
+        )
+
+    async def delivery(self, *, tenant: str, delivery_id: str) -> Delivery:
+        found = await self.store.delivery(tenant=tenant, delivery_id=self._id(delivery_id))
+        if found is None:
+            raise NotFound(f"delivery {delivery_id} not found")
+        return found
+
+    async def redeliver(self, *, tenant: str, delivery_id: str) -> Delivery:
+        current = await self.delivery(tenant=tenant, delivery_id=delivery_id)
+        if not await self.store.redeliver(tenant=tenant, delivery_id=current.id):
+            again = await self.delivery(tenant=tenant, delivery_id=delivery_id)
+            if again.in_flight:
+                raise Conflict(f"delivery {delivery_id} has an attempt in flight; try later")
+            raise Conflict(
+                f"the webhook of delivery {delivery_id} is disabled; enable it first "
+                f"(PATCH /v1/webhooks/{again.subscription_id})"
+            )
+        return await self.delivery(tenant=tenant, delivery_id=delivery_id)
+
+    @staticmethod
+    def _id(value: str | uuid.UUID, kind: str = "webhook") -> uuid.UUID:
+        parsed = value if isinstance(value, uuid.UUID) else parse_uuid(value)
+        if parsed is None:
+            raise NotFound(f"{kind} {value} not found")
+        return parsed
