@@ -44,7 +44,8 @@ class Received:
 
 
 class Receiver:
-    def __init__(self) -> None:
+    def __init__(self, *, certfile: str | None = None) -> None:
+        self.certfile = certfile  # PEM with key and certificate chain: serve https
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port: int = sock.getsockname()[1]
@@ -53,8 +54,9 @@ class Receiver:
         self._server: uvicorn.Server | None = None
         self._serving: asyncio.Task[None] | None = None
 
-    def url(self, path: str = "/hook") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
+        scheme = "https" if self.certfile else "http"
+        return f"{scheme}://{host}:{self.port}{path}"
 
     def script(self, path: str, *replies: Reply) -> None:
         self._plans[path].extend(replies)
@@ -93,7 +95,12 @@ class Receiver:
 
     async def start(self) -> None:
         config = uvicorn.Config(
-            self, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
+            self,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+            ssl_certfile=self.certfile,
         )
         server = uvicorn.Server(config)
         server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]

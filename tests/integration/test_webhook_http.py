@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import ssl
 
 import httpcore
 import pytest
+import trustme
 
 from taskservice.webhooks.http import Sender
 from taskservice.webhooks.targets import AllowList, Target, resolve
@@ -47,3 +49,40 @@ async def test_a_host_without_checked_addresses_is_never_connected() -> None:
             await sender.post(unchecked, b"{}", {})
         await sender.aclose()
     assert receiver.received == []
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+async def pinned_to_loopback(host: str, port: int) -> list[str]:
+    return ["127.0.0.1"]
+
+
+@pytest.mark.parametrize(
+    ("cert_for", "verified"), [("hooks.internal", True), ("other.internal", False)]
+)
+async def test_tls_is_verified_for_the_registered_name_not_the_pinned_address(
+    ca: trustme.CA, cert_for: str, verified: bool
+) -> None:
+    """The connection goes to 127.0.0.1, but SNI and certificate verification use
+    `hooks.internal`: a certificate for another name is refused."""
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    sender = Sender(timeout=5, ssl_context=client_context)
+    with ca.issue_cert(cert_for).private_key_and_cert_chain_pem.tempfile() as pem:
+        async with Receiver(certfile=pem) as receiver:
+            target = await resolve(
+                receiver.url(host="hooks.internal"),
+                allow=AllowList.parse(["127.0.0.1/32"]),
+                resolver=pinned_to_loopback,
+            )
+            if verified:
+                answer = await sender.post(target, b"{}", {"webhook-id": "msg_tls"})
+                assert answer.status_code == 200
+            else:
+                with pytest.raises(httpcore.ConnectError, match="certificate verify failed"):
+                    await sender.post(target, b"{}", {"webhook-id": "msg_tls"})
+            await sender.aclose()
+    assert [r.webhook_id for r in receiver.received] == (["msg_tls"] if verified else [])

@@ -110,10 +110,16 @@ class Sender:
     takes an idle connection of its origin (or opens one) and gives it back.
     """
 
-    def __init__(self, *, timeout: float, max_idle_per_origin: int = 32) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        max_idle_per_origin: int = 32,
+        ssl_context: ssl.SSLContext | None = None,  # default: the system's CAs via certifi
+    ) -> None:
         self.timeout = timeout
         self._backend = PinnedBackend()
-        self._ssl = ssl.create_default_context(cafile=certifi.where())
+        self._ssl = ssl_context or ssl.create_default_context(cafile=certifi.where())
         self._max_idle = max_idle_per_origin
         self._idle: dict[tuple[str, str, int], list[httpcore.AsyncHTTPConnection]] = {}
 
