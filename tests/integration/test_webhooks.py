@@ -629,3 +629,17 @@ async def test_a_later_state_waits_for_the_earlier_one_to_be_settled(
         ("pending", first["id"]),
         ("cancelled", second["id"]),
     ]
+
+
+async def test_a_task_has_at_most_the_configured_number_of_webhooks(
+    make_client: ClientFactory, db: AsyncEngine, receiver: Receiver
+) -> None:
+    async with make_client(**FAST, webhook_max_per_task=2, webhooks_enabled=False) as client:
+        hooks = [{"url": receiver.url(f"/{n}")} for n in range(3)]
+        too_many = await client.post("/v1/tasks", json={"input": "x", "webhooks": hooks})
+        assert too_many.status_code == 422
+        task = (await client.post("/v1/tasks", json={"input": "x", "webhooks": hooks[:2]})).json()
+        third = await client.post(f"/v1/tasks/{task['id']}/webhooks", json=hooks[2])
+    assert third.status_code == 409
+    assert third.headers["content-type"] == "application/problem+json"
+    assert await count(db, webhook_subscriptions) == 2

@@ -160,14 +160,12 @@ class WebhookService:
         self, *, tenant: str, task_id: str, request: WebhookRequest
     ) -> Subscription:
         parsed = self._id(task_id, "task")
+        limit = self.settings.webhook_max_per_task
         existing = await self.store.subscriptions(
-            tenant=tenant, task_id=parsed, before=None, limit=1000
+            tenant=tenant, task_id=parsed, before=None, limit=limit
         )
-        if len(existing) >= self.settings.webhook_max_per_task:
-            raise Conflict(
-                f"task {task_id} has {len(existing)} webhooks; the limit is "
-                f"{self.settings.webhook_max_per_task}"
-            )
+        if len(existing) >= limit:
+            raise Conflict(f"task {task_id} has {limit} webhooks already, the most it may have")
         prepared = await self.prepare(request)
         async with self.store.db.connection() as conn:
             (sub,) = await self.insert_for_task(

@@ -583,10 +583,10 @@ class WebhookStore:
             "p_filters": dict(filters) if filters is not None else None,
             "p_enabled": enabled,
         }
-        row = await self.db.fetchrow(_UPDATE, params)
-        if row is not None and enabled:
-            # Deliveries held back while it was disabled are due now.
-            async with self.db.connection() as conn:
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(_UPDATE.sql, *_UPDATE.args(params))
+            if row is not None and enabled:
+                # Deliveries held back while it was disabled are due now.
                 await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
         return Subscription.of(row) if row is not None else None
 
