@@ -76,6 +76,7 @@ async def create_same_sql(body: TaskIn, request: Request) -> dict[str, Any]:
         "idempotency_key": None,
         "request_hash": None,
         "max_attempts": 3,
+        "timeout_seconds": None,
         "event_seq": 1,
         "event": {"from": None, "to": "pending"},
     }

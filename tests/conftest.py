@@ -101,8 +101,9 @@ async def db(engine: AsyncEngine) -> AsyncEngine:
 
 
 @pytest.fixture
-def store(db: AsyncEngine) -> TaskStore:
-    return TaskStore(Database(db, pool_size=20))
+async def store(db: AsyncEngine, database_url: str) -> AsyncIterator[TaskStore]:
+    async with Database(database_url, pool_size=20) as database:
+        yield TaskStore(database)
 
 
 @pytest.fixture

@@ -32,10 +32,8 @@ class Authenticator:
         self.settings = settings
         self._cache: dict[str, tuple[str | None, float]] = {}
         self._open_until = 0.0  # open mode confirmed (no active key) until this time
-
-    @property
-    def open_mode_allowed(self) -> bool:
-        return self.settings.auth_mode == "auto" and self.settings.binds_loopback
+        # Settings do not change while serving: decided once, not per request.
+        self.open_mode_allowed = settings.auth_mode == "auto" and settings.binds_loopback
 
     async def check_startup(self) -> bool:
         """Refuse to serve unauthenticated beyond loopback. Returns True in open mode."""

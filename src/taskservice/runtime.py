@@ -36,6 +36,8 @@ from taskservice.worker.executor import Executor
 from taskservice.worker.pool import WorkerPool
 
 log = logging.getLogger(__name__)
+# API keys, readiness and service secrets: low-rate paths (key lookups are cached).
+_ENGINE_POOL_SIZE = 4
 
 
 async def resolve_database_url(settings: Settings) -> str:
@@ -79,9 +81,10 @@ class Runtime:
         if migrate_schema:
             await migrate.upgrade(url)
         async with AsyncExitStack() as stack:
-            engine = create_engine(url, pool_size=settings.db_pool_size)
+            # The engine serves migrations and admin paths; the hot paths run on `db`.
+            engine = create_engine(url, pool_size=_ENGINE_POOL_SIZE)
             stack.push_async_callback(engine.dispose)
-            db = Database(engine, pool_size=settings.db_pool_size)
+            db = await stack.enter_async_context(Database(url, pool_size=settings.db_pool_size))
             store = TaskStore(db)
             keys = ApiKeyStore(engine)
             plugin_models, plugin_tools = load_plugins(settings.plugins)

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     # `required`: every request needs a key, even with none created yet.
     auth_mode: Literal["auto", "required"] = "auto"
     auth_cache_seconds: float = 5.0  # how long a key lookup is trusted (revocation delay)
+    # FastAPI's native OpenTelemetry (spans and metrics to the global providers). Off
+    # unless asked for: looking the providers up costs every request.
+    otel: bool = False
 
     # Input limits.
     max_body_bytes: int = 1_048_576

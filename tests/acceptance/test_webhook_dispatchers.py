@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.sql import Database
 from taskservice.db.store import TaskStore
 from taskservice.webhooks import signing
 from taskservice.webhooks.store import WebhookStore
@@ -26,7 +25,7 @@ TASKS = 150
 async def test_two_dispatcher_processes_never_send_one_attempt_twice(
     database_url: str, db: AsyncEngine, store: TaskStore, tmp_path: Path
 ) -> None:
-    hooks = WebhookStore(Database(db))
+    hooks = WebhookStore(store.db)
     settings = {
         "webhook_allow_http": "true",
         "webhook_allow_targets": "127.0.0.1/32",

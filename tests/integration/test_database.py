@@ -1,25 +1,94 @@
-"""The Database adapter keeps connections that only reported a SQL error."""
+"""The Database adapter: its own asyncpg pool, which keeps connections that only
+reported a SQL error, drops the ones that failed or were cancelled mid-use, and
+replaces the ones the server closed."""
 
 from __future__ import annotations
+
+import asyncio
 
 import asyncpg
 import pytest
 from sqlalchemy import text
 
-from taskservice.db.engine import create_engine
 from taskservice.db.sql import Database, Statement
+from taskservice.errors import DatabaseUnavailable
+
+BAD = Statement(text("SELECT 1 / 0 AS n"))
+SLEEP = Statement(text("SELECT pg_sleep(5)"))
+JSONB = Statement(text("SELECT CAST(:doc AS jsonb) AS doc, '[1, 2]'::json AS plain"))
 
 
 async def test_a_sql_error_keeps_the_connection(database_url: str) -> None:
-    engine = create_engine(database_url, pool_size=1)
-    db = Database(engine, pool_size=1)
-    bad = Statement(text("SELECT 1 / 0 AS n"))
-    try:
+    async with Database(database_url, pool_size=1) as db:
         async with db.connection() as conn:
-            first = conn
+            pid = conn.get_server_pid()
         with pytest.raises(asyncpg.DivisionByZeroError):
-            await db.fetch(bad, {})
+            await db.fetch(BAD, {})
         async with db.connection() as conn:
-            assert conn is first  # still the pooled one: nothing was wrong with it
-    finally:
-        await engine.dispose()
+            assert conn.get_server_pid() == pid  # nothing was wrong with it
+
+
+async def test_a_cancelled_query_drops_its_connection(database_url: str) -> None:
+    async with Database(database_url, pool_size=1) as db:
+        async with db.connection() as conn:
+            pid = conn.get_server_pid()
+        query = asyncio.create_task(db.fetch(SLEEP, {}))
+        await asyncio.sleep(0.2)
+        query.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await query
+        # The only pooled connection was mid-query: a new one serves the next caller,
+        # at once and without "another operation is in progress".
+        async with asyncio.timeout(2), db.connection() as conn:
+            assert conn.get_server_pid() != pid
+            assert await conn.fetchval("SELECT 1") == 1
+
+
+async def test_a_connection_the_server_closed_is_replaced(database_url: str) -> None:
+    async with Database(database_url, pool_size=1) as db:
+        async with db.connection() as conn:
+            pid = conn.get_server_pid()
+        admin = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+        try:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+        finally:
+            await admin.close()
+        await asyncio.sleep(0.2)  # the idle socket sees the close
+        rows = await db.fetch(Statement(text("SELECT pg_backend_pid() AS pid")), {})
+        assert rows[0]["pid"] != pid
+
+
+async def test_json_comes_back_decoded(database_url: str) -> None:
+    async with Database(database_url, pool_size=1) as db:
+        row = await db.fetchrow(JSONB, {"doc": '{"a": [1, "é"], "b": null}'})
+    assert row is not None
+    assert row["doc"] == {"a": [1, "é"], "b": None}
+    assert row["plain"] == [1, 2]
+
+
+async def test_an_unreachable_server_is_unavailable() -> None:
+    db = Database("postgresql://postgres@127.0.0.1:1/none", pool_size=1)
+    with pytest.raises(DatabaseUnavailable):
+        await db.fetch(BAD, {})
+    await db.close()
+
+
+async def test_a_connection_killed_mid_query_is_unavailable_then_replaced(
+    database_url: str,
+) -> None:
+    async with Database(database_url, pool_size=1) as db:
+        async with db.connection() as conn:
+            pid = conn.get_server_pid()
+        query = asyncio.create_task(db.fetch(SLEEP, {}))
+        await asyncio.sleep(0.2)
+        admin = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+        try:
+            assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+        finally:
+            await admin.close()
+        # A retryable error, whatever order asyncpg learns of the close in: never an
+        # InterfaceError from touching a connection the pool has already taken back.
+        with pytest.raises(DatabaseUnavailable):
+            await query
+        rows = await db.fetch(Statement(text("SELECT pg_backend_pid() AS pid")), {})
+        assert rows[0]["pid"] != pid

@@ -14,7 +14,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.engine import create_engine
 from taskservice.db.leases import LeaseStore
 from taskservice.db.sql import Database
 from tests.conftest import ClientFactory, wait_for
@@ -71,13 +70,12 @@ async def test_an_agent_blocking_the_event_loop_keeps_its_lease(
 
     def other_process_reaper() -> None:
         async def probe() -> None:
-            engine = create_engine(database_url, pool_size=1)
-            leases = LeaseStore(Database(engine))
-            deadline = time.monotonic() + lease * 4
-            while time.monotonic() < deadline:
-                reaped.append(await leases.reap())
-                await asyncio.sleep(lease / 4)
-            await engine.dispose()
+            async with Database(database_url, pool_size=1) as db:
+                leases = LeaseStore(db)
+                deadline = time.monotonic() + lease * 4
+                while time.monotonic() < deadline:
+                    reaped.append(await leases.reap())
+                    await asyncio.sleep(lease / 4)
 
         started.wait(10)
         asyncio.run(probe())

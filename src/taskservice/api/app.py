@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.telemetry import TelemetryConfig
 from pydantic_ai.models import Model
 
 from taskservice import __version__
 from taskservice.agents import ToolFunction
 from taskservice.api import errors
+from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
 from taskservice.api.routes import agents, events, health, messages, tasks, tokens, webhooks
 from taskservice.runtime import Runtime
@@ -23,6 +26,20 @@ or cancel it. Every error is an `application/problem+json` document.
 
 Authenticate with `Authorization: Bearer <API key>` (see `taskservice keys create`).
 """
+
+
+_NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
+
+
+def _document_auth(app: FastAPI) -> None:
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            declare_bearer_auth(generate())  # generate() caches what it returns
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def create_app(
@@ -48,7 +65,9 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        telemetry=None if settings.otel else _NO_TELEMETRY,
     )
+    _document_auth(app)
     errors.install(app)
     app.include_router(tasks.router)
     app.include_router(agents.router)

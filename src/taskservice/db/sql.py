@@ -1,12 +1,16 @@
-"""Run SQLAlchemy Core statements compiled once, on the pooled asyncpg connection.
+"""Run SQLAlchemy Core statements compiled once, on pooled asyncpg connections.
 
-SQLAlchemy builds the statements (schema-aware, typed) and owns the pool; executing
-through its full statement pipeline costs several times the CPU of the query itself,
-so hot paths compile each statement once and hand the SQL to asyncpg directly.
+SQLAlchemy builds the statements (schema-aware, typed); executing through its full
+statement pipeline costs several times the CPU of the query itself, and so does its
+pool's checkout (a greenlet hop and the connection fairy's bookkeeping). Hot paths
+therefore compile each statement once and run it on a connection from an asyncpg
+pool of their own. The SQLAlchemy engine stays for migrations and admin paths.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -15,10 +19,10 @@ from typing import Any
 import asyncpg
 from sqlalchemy import JSON
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from taskservice.db.engine import asyncpg_dsn
 from taskservice.errors import DatabaseUnavailable
 
 _DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
@@ -64,49 +68,110 @@ class Statement:
         return values
 
 
-class Database:
-    """Connections from the engine's pool, driven through asyncpg.
+def _jsonb_encode(text: str) -> bytes:
+    return b"\x01" + text.encode()  # jsonb's binary format: a version byte, then text
 
-    A connection that fails mid-use is invalidated (never returned to the pool) and
-    the failure surfaces as `DatabaseUnavailable`: nothing was committed, retry.
+
+def _jsonb_decode(data: bytes) -> Any:
+    return json.loads(data[1:])
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    """json and jsonb columns come back decoded; parameters arrive encoded already
+    (`Statement.args`)."""
+    await conn.set_type_codec(
+        "jsonb", encoder=_jsonb_encode, decoder=_jsonb_decode, schema="pg_catalog", format="binary"
+    )
+    await conn.set_type_codec(
+        "json", encoder=str.encode, decoder=json.loads, schema="pg_catalog", format="binary"
+    )
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Replaces asyncpg's reset on release (`RESET ALL`, `UNLISTEN *`, … : a round trip
+    per checkout). Pooled connections never change session state: no SET, no LISTEN
+    (the hub has its own connection), only transaction-scoped advisory locks; and an
+    open transaction is still rolled back by the pool before this runs."""
+
+
+def _discard(conn: asyncpg.Connection) -> None:
+    # Closed already, the pool may have taken it back (asyncpg does on close): then
+    # the proxy refuses every call, terminate() included.
+    with contextlib.suppress(asyncpg.InterfaceError):
+        conn.terminate()
+
+
+class Database:
+    """A pool of asyncpg connections for the compiled statements.
+
+    A connection that fails mid-use is dropped (never returned to the pool) and the
+    failure surfaces as `DatabaseUnavailable`: nothing was committed, retry. Dead
+    idle connections (server restart, `pg_terminate_backend`) are replaced at
+    checkout without a round trip: asyncpg sees their socket close.
     """
 
-    def __init__(self, engine: AsyncEngine, *, pool_size: int = 20) -> None:
-        self.engine = engine
-        self._checkout_tries = pool_size + 1  # every pooled connection may be dead
+    def __init__(self, url: str, *, pool_size: int = 20, acquire_timeout: float = 10) -> None:
+        self._dsn, self._connect_kwargs = asyncpg_dsn(url)
+        self.pool_size = pool_size
+        self._acquire_timeout = acquire_timeout
+        self._pool: asyncpg.Pool | None = None
+        self._opening = asyncio.Lock()
+
+    async def open(self) -> Database:
+        async with self._opening:
+            if self._pool is None:
+                try:
+                    self._pool = await asyncpg.create_pool(
+                        self._dsn,
+                        min_size=0,
+                        max_size=self.pool_size,
+                        init=_init_connection,
+                        reset=_keep_session,
+                        **self._connect_kwargs,
+                    )
+                except _DISCONNECTS as exc:
+                    raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+        return self
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                async with asyncio.timeout(10):
+                    await pool.close()  # waits for connections in use to come back
+            except TimeoutError:
+                pool.terminate()
+
+    async def __aenter__(self) -> Database:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        pooled = await self._checkout()
+        pool = self._pool or (await self.open())._pool
+        assert pool is not None
         try:
-            yield pooled.driver_connection
+            conn = await pool.acquire(timeout=self._acquire_timeout)
+        except TimeoutError as exc:
+            raise DatabaseUnavailable("every database connection is busy") from exc
         except _DISCONNECTS as exc:
-            pooled.invalidate(exc)
+            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+        try:
+            yield conn
+        except _DISCONNECTS as exc:
+            _discard(conn)
             raise DatabaseUnavailable(f"lost the database connection: {exc}") from exc
         except BaseException as exc:
             # Cancelled (client gone, lease lost, timeout) or failed mid-operation: the
             # connection may still be busy, and the next user would get "another
             # operation is in progress". Never hand it out again.
             if not isinstance(exc, asyncpg.PostgresError):
-                pooled.invalidate(exc if isinstance(exc, Exception) else None)
+                _discard(conn)
             raise
         finally:
-            pooled.close()
-
-    async def _checkout(self) -> Any:
-        # A pooled connection whose server went away (restart, pg_terminate_backend)
-        # has seen its socket close while idle: asyncpg knows without a round trip.
-        # Drop such connections instead of failing a request on each of them.
-        for _ in range(self._checkout_tries):
-            try:
-                pooled = await self.engine.raw_connection()
-            except _DISCONNECTS as exc:
-                raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
-            driver = pooled.driver_connection
-            if driver is not None and not driver.is_closed():
-                return pooled
-            pooled.invalidate()
-        raise DatabaseUnavailable("no live database connection")
+            await pool.release(conn)
 
     async def fetch(self, statement: Statement, params: Mapping[str, Any]) -> list[Row]:
         async with self.connection() as conn:
