@@ -6,7 +6,8 @@ the `task_events` trigger adds the NOTIFY in the same transaction. Transitions a
 conditional UPDATEs: no row back means the caller lost a race and nothing was written.
 
 Statements are built with SQLAlchemy Core once per shape and run compiled on the
-asyncpg connection (see `db.sql`).
+asyncpg connection (see `db.sql`); submits are written in batches that share a commit
+(see `db.submits`).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from taskservice.db.sql import Database, Row, Statement
+from taskservice.db.submits import SubmitBatcher, create_many
 from taskservice.db.tables import task_events, tasks
 from taskservice.ids import uuid7
 from taskservice.models import (
@@ -52,21 +53,6 @@ STATE_CHANGE = "state_change"
 # Writes more rows for a task being created: (connection, task id), in its transaction.
 AlsoWrite = Callable[[Any, uuid.UUID], Awaitable[None]]
 _EVENT_COLUMNS = ["task_id", "tenant", "seq", "type", "data"]
-_CREATE_COLUMNS = (
-    "id",
-    "tenant",
-    "state",
-    "input",
-    "agent",
-    "metadata",
-    "parent_id",
-    "context_id",
-    "idempotency_key",
-    "request_hash",
-    "max_attempts",
-    "timeout_seconds",
-    "event_seq",
-)
 
 
 def task_from_row(row: Row) -> Task:
@@ -137,22 +123,6 @@ def _with_event(changed: Any, event_type: Any, data: Any) -> Select[Any]:
         .cte("e")
     )
     return select(t).select_from(t.join(e, e.c.task_id == t.c.id))
-
-
-@lru_cache(maxsize=2)
-def _create_statement(idempotent: bool) -> Statement:
-    ins = pg_insert(tasks).values(
-        {name: bindparam(name, type_=tasks.c[name].type) for name in _CREATE_COLUMNS}
-    )
-    if idempotent:
-        ins = ins.on_conflict_do_nothing(
-            index_elements=["tenant", "idempotency_key"],
-            index_where=tasks.c.idempotency_key.isnot(None),
-        )
-    t = ins.returning(*tasks.c).cte("t")
-    created = _with_event(t, literal(STATE_CHANGE), bindparam("event", type_=JSONB))
-    # Only what the server made up comes back: the rest is what the caller just sent.
-    return Statement(created.with_only_columns(t.c.id, t.c.created_at))
 
 
 _BY_IDEMPOTENCY_KEY = Statement(
@@ -395,6 +365,7 @@ class TaskStore:
         # Writes are single statements, so they run without BEGIN/COMMIT round trips
         # (outside a transaction block PostgreSQL commits each statement by itself).
         self.db = db
+        self._submits = SubmitBatcher(db)
 
     # -- submit -----------------------------------------------------------------
 
@@ -409,7 +380,6 @@ class TaskStore:
         params = {
             "id": uuid7(),
             "tenant": new.tenant,
-            "state": TaskState.PENDING.value,
             "input": new.input,
             "agent": new.agent.to_json(),
             "metadata": new.metadata,
@@ -419,25 +389,21 @@ class TaskStore:
             "request_hash": new.request_hash,
             "max_attempts": new.max_attempts,
             "timeout_seconds": new.timeout_seconds,
-            "event_seq": 1,
-            "event": {"from": None, "to": TaskState.PENDING.value},
         }
-        statement = _create_statement(new.idempotency_key is not None)
-        async with self.db.connection() as conn:
-            if also is None:
-                created = await conn.fetchrow(statement.sql, *statement.args(params))
-            else:
-                async with conn.transaction():
-                    created = await conn.fetchrow(statement.sql, *statement.args(params))
-                    if created is not None:
-                        await also(conn, created["id"])
-            if created is not None:
-                return _pending(new, created), True
-            existing = await conn.fetchrow(
-                _BY_IDEMPOTENCY_KEY.sql, *_BY_IDEMPOTENCY_KEY.args(params)
-            )
-            assert existing is not None  # the conflicting row is committed and ours to read
-            return task_from_row(existing), False
+        created: Row | None
+        if also is None:
+            created = await self._submits.insert(params)  # shares a commit with others
+        else:
+            async with self.db.connection() as conn, conn.transaction():
+                rows = await create_many(conn, [params])
+                created = rows[0] if rows else None
+                if created is not None:
+                    await also(conn, created["id"])
+        if created is not None:
+            return _pending(new, created), True
+        existing = await self.db.fetchrow(_BY_IDEMPOTENCY_KEY, params)
+        assert existing is not None  # the conflicting row is committed and ours to read
+        return task_from_row(existing), False
 
     # -- reads ------------------------------------------------------------------
 

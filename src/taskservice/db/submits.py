@@ -1,0 +1,146 @@
+"""Group commit for submits: concurrent submits share one statement and one commit.
+
+Every submit commits a task, its `pending` event and that event's NOTIFY. PostgreSQL
+serializes the commits of transactions that NOTIFY (a global lock held until the
+commit record is flushed), so one submit per transaction caps a server at one WAL
+flush per submit, whatever the number of connections. Batching restores what group
+commit gives plain inserts: submits that arrive while a batch is being written wait
+for the next one, which takes them all in one `INSERT … SELECT FROM unnest(…)`. A
+lone submit goes out at once; nothing waits on a timer.
+
+Each task still commits with its own event and NOTIFY in one transaction (DESIGN.md),
+only the transaction is shared. A batch that PostgreSQL rejects as a whole (one bad
+row) is retried row by row, so each submit gets its own answer; a lost connection
+fails every submit of the batch, none of which committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+
+from taskservice.db.sql import Database, Row
+
+# The task row and its first event, for any number of tasks; `unnest` keeps it one
+# prepared statement. Rows that hit a used idempotency key are skipped (not returned).
+CREATE_MANY = """
+WITH r AS (
+    SELECT *
+    FROM unnest(
+        $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[],
+        $7::text[], $8::text[], $9::text[], $10::int[], $11::float8[]
+    ) AS r(id, tenant, input, agent, metadata, parent_id, context_id,
+           idempotency_key, request_hash, max_attempts, timeout_seconds)
+), t AS (
+    INSERT INTO tasks (id, tenant, state, input, agent, metadata, parent_id, context_id,
+                       idempotency_key, request_hash, max_attempts, timeout_seconds,
+                       event_seq)
+    SELECT id, tenant, 'pending', input::jsonb, agent::jsonb, metadata::jsonb, parent_id,
+           context_id, idempotency_key, request_hash, max_attempts, timeout_seconds, 1
+    FROM r
+    ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, tenant, created_at
+), e AS (
+    INSERT INTO task_events (task_id, tenant, seq, type, data)
+    SELECT id, tenant, 1, 'state_change', '{"from": null, "to": "pending"}'::jsonb FROM t
+)
+SELECT id, created_at FROM t
+"""
+_FIELDS = (
+    "id",
+    "tenant",
+    "input",
+    "agent",
+    "metadata",
+    "parent_id",
+    "context_id",
+    "idempotency_key",
+    "request_hash",
+    "max_attempts",
+    "timeout_seconds",
+)
+_JSON_FIELDS = frozenset({"input", "agent", "metadata"})
+# Larger batches gain little once the commit is shared, and hold more submits back
+# when PostgreSQL rejects the batch and it goes row by row.
+MAX_BATCH = 128
+# Batches in flight at once: while one commits, the next can be written.
+MAX_IN_FLIGHT = 2
+
+
+def _encode(name: str, value: Any) -> Any:
+    if name in _JSON_FIELDS:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return value
+
+
+def _columns(batch: list[Mapping[str, Any]]) -> list[list[Any]]:
+    return [[_encode(name, params[name]) for params in batch] for name in _FIELDS]
+
+
+async def create_many(conn: asyncpg.Connection, batch: list[Mapping[str, Any]]) -> list[Row]:
+    """Insert the tasks and their events; the rows created (id, created_at)."""
+    rows: list[Row] = await conn.fetch(CREATE_MANY, *_columns(batch))
+    return rows
+
+
+_Waiting = tuple[Mapping[str, Any], "asyncio.Future[Row | None]"]
+
+
+class SubmitBatcher:
+    """`insert` returns the created row (id, created_at), or None when the task's
+    idempotency key was used before."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._waiting: list[_Waiting] = []
+        self._flushers: set[asyncio.Task[None]] = set()
+
+    async def insert(self, params: Mapping[str, Any]) -> Row | None:
+        future: asyncio.Future[Row | None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((params, future))
+        if len(self._flushers) < MAX_IN_FLIGHT:
+            flusher = asyncio.create_task(self._flush())
+            self._flushers.add(flusher)
+            flusher.add_done_callback(self._flushers.discard)
+        return await future
+
+    async def _flush(self) -> None:
+        while self._waiting:
+            batch = [item for item in self._waiting[:MAX_BATCH] if not item[1].done()]
+            del self._waiting[:MAX_BATCH]
+            if batch:
+                await self._write(batch)
+
+    async def _write(self, batch: list[_Waiting]) -> None:
+        try:
+            async with self.db.connection() as conn:
+                rows = await create_many(conn, [params for params, _ in batch])
+        except asyncpg.PostgresError as exc:
+            if len(batch) == 1:
+                _fail(batch, exc)
+            else:
+                for item in batch:  # one bad row must not fail the others
+                    await self._write([item])
+            return
+        except Exception as exc:  # noqa: BLE001 - it goes to the submits that waited
+            # e.g. DatabaseUnavailable: nothing was committed, each caller may retry
+            _fail(batch, exc)
+            return
+        except BaseException:  # cancelled: shutting down
+            for _, future in batch:
+                future.cancel()
+            raise
+        created = {row["id"]: row for row in rows}
+        for params, future in batch:
+            if not future.done():
+                future.set_result(created.get(params["id"]))
+
+
+def _fail(batch: list[_Waiting], exc: Exception) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(exc)
