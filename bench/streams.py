@@ -178,10 +178,10 @@ async def main() -> None:
     )
     ours = (during - before) / streams
     print(
-        f"memory per idle stream: {ours:.1f} KiB "
+        f"memory per idle stream: {ours:.1f} KiB = {ours * 1.024:.1f} KB "
         f"(server RSS {before / 1024:.0f} -> {during / 1024:.0f} MiB; target <= 30 KB); "
         f"a bare FastAPI + sse-starlette stream: {bare:.1f} KiB, "
-        f"so taskservice's own: {ours - bare:.1f} KiB"
+        f"ratio {ours / bare:.2f}"
     )
     print(
         f"commit to receipt, {len(latencies)}/{expected} deliveries at {args.rate:g} events/s: "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -168,6 +169,52 @@ class EventHub:
                 log.exception("event subscriber failed on %s", notice)
 
 
+# The ticker's resolution: wake-ups are at most this late (and never busier than this).
+_MIN_TICK = 0.01
+_MAX_TICK = 0.25
+
+
+class Flag:
+    """A one-waiter `asyncio.Event` (set, clear, wait) that can also be woken without
+    being set, at a time it asks for (`due`, kept by `TaskWatchers`' ticker).
+
+    An open stream holds one for its whole life, so it is small: an `asyncio.Event`
+    allocates its waiter queue up front (about 0.7 KiB), and a timer of its own per
+    stream (`asyncio.timeout`) costs about as much again."""
+
+    __slots__ = ("_set", "_waiter", "due")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+        self.due = math.inf  # loop time at which the ticker wakes a waiter
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        self.wake()
+
+    def wake(self) -> None:
+        """End the current wait without marking anything changed."""
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        assert self._waiter is None or self._waiter.done(), "one waiter at a time"
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+
 class TaskWatchers:
     """Per-task wake-ups for streams and long polls.
 
@@ -178,7 +225,8 @@ class TaskWatchers:
     """
 
     def __init__(self, hub: EventHub) -> None:
-        self._by_task: dict[uuid.UUID, set[asyncio.Event]] = {}
+        self._by_task: dict[uuid.UUID, set[Flag]] = {}
+        self._ticker: asyncio.Task[None] | None = None
         hub.subscribe(self._on_notice)
         hub.on_reconnect(self._wake_all)
 
@@ -192,9 +240,11 @@ class TaskWatchers:
                 flag.set()
 
     @contextlib.contextmanager
-    def watch(self, task_id: uuid.UUID) -> Iterator[asyncio.Event]:
-        flag = asyncio.Event()
+    def watch(self, task_id: uuid.UUID) -> Iterator[Flag]:
+        flag = Flag()
         self._by_task.setdefault(task_id, set()).add(flag)
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.create_task(self._tick(), name="watcher-ticker")
         try:
             yield flag
         finally:
@@ -203,6 +253,23 @@ class TaskWatchers:
                 flags.discard(flag)
                 if not flags:
                     del self._by_task[task_id]
+
+    async def _tick(self) -> None:
+        """One timer for every watcher: wakes each flag whose `due` time has come
+        (then forgets it until the watcher asks again). Stops when nothing is
+        watched; `watch` starts it again."""
+        loop = asyncio.get_running_loop()
+        while self._by_task:
+            now = loop.time()
+            earliest = math.inf
+            for flags in list(self._by_task.values()):
+                for flag in flags:
+                    if flag.due <= now:
+                        flag.due = math.inf
+                        flag.wake()
+                    elif flag.due < earliest:
+                        earliest = flag.due
+            await asyncio.sleep(min(max(earliest - now, _MIN_TICK), _MAX_TICK))
 
     @property
     def watched(self) -> int:

@@ -137,3 +137,11 @@ async def test_cors_origins_are_a_setting(make_live: LiveFactory) -> None:
             headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
         )
         assert "access-control-allow-origin" not in other.headers
+        # An EventSource from the UI's origin: the stream carries the CORS header too
+        # (it is sent after the app returned, through the middleware's `send`).
+        task = (await client.post("/v1/tasks", json={"input": "x"})).json()
+        headers = {"Origin": "https://ui.example", "Accept": "text/event-stream"}
+        async with client.stream("GET", f"/v1/tasks/{task['id']}/events", headers=headers) as r:
+            assert r.status_code == 200
+            assert r.headers["access-control-allow-origin"] == "https://ui.example"
+            assert "Location" in r.headers.get("access-control-expose-headers", "")

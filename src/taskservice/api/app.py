@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.telemetry import TelemetryConfig
 from pydantic_ai.models import Model
+from starlette.types import Receive, Scope, Send
 
 from taskservice import __version__
 from taskservice.agents import ToolFunction
@@ -17,6 +18,7 @@ from taskservice.api import errors
 from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
 from taskservice.api.routes import agents, events, health, messages, tasks, tokens, webhooks
+from taskservice.api.sse import run_streams_after_routing
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
 
@@ -26,6 +28,13 @@ or cancel it. Every error is an `application/problem+json` document.
 
 Authenticate with `Authorization: Bearer <API key>` (see `taskservice keys create`).
 """
+
+
+class TaskServiceApp(FastAPI):
+    """FastAPI, with SSE streams run after the app has returned (`api.sse`)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await run_streams_after_routing(super().__call__, scope, receive, send)
 
 
 _NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
@@ -60,7 +69,7 @@ def create_app(
             app.state.runtime = runtime
             yield
 
-    app = FastAPI(
+    app = TaskServiceApp(
         title="taskservice",
         version=__version__,
         description=DESCRIPTION,

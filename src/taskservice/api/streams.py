@@ -13,12 +13,16 @@ order, and sent once. The stream only ever holds a dirty flag and one page.
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from taskservice.aio import wait_until
 from taskservice.api.schemas import EventOut, TaskOut
+from taskservice.api.sse import LeanEventSourceResponse
 from taskservice.events import TaskWatchers, Watermark
 from taskservice.models import EventFilter, Task
 from taskservice.service import TaskService
@@ -27,16 +31,21 @@ from taskservice.states import TaskState
 
 
 def event_stream(
-    content: AsyncIterator[ServerSentEvent], settings: Settings
+    content: AsyncIterator[ServerSentEvent], settings: Settings, *, pings: bool = True
 ) -> EventSourceResponse:
-    """An SSE response with keep-alives, a send timeout for stalled readers, and no
-    caching or proxy buffering."""
-    return EventSourceResponse(
+    """An SSE response with a send timeout for stalled readers, and no caching or
+    proxy buffering; one helper task per stream (see `api.sse`). With `pings`, the
+    response sends the keep-alive comments; else `content` yields them itself."""
+    return LeanEventSourceResponse(
         content,
-        ping=settings.stream_ping_seconds,
+        ping=settings.stream_ping_seconds if pings else 0,
         send_timeout=settings.stream_send_timeout,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+def keep_alive() -> ServerSentEvent:
+    return ServerSentEvent(comment=f"ping - {datetime.now(UTC)}")
 
 
 def _is_terminal_event(kind: str, data: dict[str, object]) -> bool:
@@ -63,9 +72,13 @@ async def task_events(
             event="snapshot",
             retry=settings.stream_retry_ms,
         )
-        # An idle stream keeps no task, page or event alive: memory per open stream
-        # is what a thousand browsers cost.
+        # An idle stream keeps no task, page, event or timer alive (the watchers'
+        # ticker wakes it to poll and to ping): memory per open stream is what a
+        # thousand browsers cost.
         del snapshot, task
+        clock = asyncio.get_running_loop().time
+        ping_every = settings.stream_ping_seconds or math.inf
+        next_ping = clock() + ping_every
         last = after
         while True:
             dirty.clear()
@@ -76,6 +89,7 @@ async def task_events(
                 yield ServerSentEvent(
                     data=EventOut.of(event).model_dump_json(), event=event.type, id=str(event.seq)
                 )
+                next_ping = clock() + ping_every
                 last = event.seq
                 if _is_terminal_event(event.type, event.data):
                     return
@@ -85,7 +99,15 @@ async def task_events(
                 continue  # more to replay
             if finished:
                 return  # resumed after the end: nothing will follow
-            await wait_until(dirty.wait(), settings.stream_poll_seconds)
+            # Until a notice for this task, or the poll that covers a lost one; send
+            # keep-alives meanwhile.
+            next_poll = clock() + settings.stream_poll_seconds
+            while not dirty.is_set() and clock() < next_poll:
+                if clock() >= next_ping:
+                    yield keep_alive()
+                    next_ping = clock() + ping_every
+                dirty.due = min(next_poll, next_ping)
+                await dirty.wait()
 
 
 async def tenant_events(

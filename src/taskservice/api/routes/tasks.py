@@ -232,6 +232,7 @@ async def list_task_events(
                 after=last_event_id if last_event_id is not None else after,
             ),
             caller.service.settings,
+            pings=False,  # task_events sends its own, from the watchers' shared ticker
         )
     page = await caller.service.events(
         tenant=caller.tenant, task_id=task_id, after=after, limit=limit

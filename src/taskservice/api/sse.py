@@ -1,0 +1,196 @@
+"""An sse-starlette response that costs one helper task per stream instead of four.
+
+`EventSourceResponse` runs, per open stream, an anyio task group with four tasks
+(the stream, the pinger, a shutdown listener, a disconnect listener), each with its
+own cancel scopes and events: most of the memory an idle stream costs. Here the
+stream runs in the request's own task, and one plain asyncio task both waits for the
+client to disconnect and sends the keep-alive comment every `ping` seconds. Server
+shutdown is heard through sse-starlette's own watcher, by registering an object it
+calls `.set()` on, so it needs no task either.
+
+Behaviour is sse-starlette's: the same encoding, send lock and per-send timeout
+(`SendTimeoutError` for a stalled reader, on data and on pings alike), the body
+iterator is closed when the client goes away, the server shuts down, or a send times
+out. On shutdown the body is also ended properly, so a client reconnects at once
+(with `Last-Event-ID`, to a replica still up) instead of seeing a broken response.
+What this class does not do (cooperative shutdown with a grace period,
+`data_sender_callable`, HEAD, websocket scopes) is left to sse-starlette, and so is
+everything when a future sse-starlette no longer has the watcher hooks used here.
+
+`run_streams_after_routing` then runs the stream after the app's layers have
+returned, so an idle stream does not keep their frames and per-request state alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import sse as _upstream
+from sse_starlette.event import ensure_bytes
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+# Where `run_streams_after_routing` collects a stream the route returned.
+_DEFERRED = "taskservice.deferred_stream"
+
+# sse-starlette's per-loop shutdown watcher: it calls `.set()` on every registered
+# object when the server begins to shut down.
+_start_watcher = getattr(_upstream, "_ensure_watcher_started_on_this_loop", None)
+_shutdown_state = getattr(_upstream, "_get_shutdown_state", None)
+
+
+class _StopOnShutdown:
+    __slots__ = ("response",)
+
+    def __init__(self, response: LeanEventSourceResponse) -> None:
+        self.response = response
+
+    def set(self) -> None:
+        self.response._stop(None, finish=True)
+
+
+class LeanEventSourceResponse(EventSourceResponse):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # asyncio's lock makes its waiter queue only when someone waits; anyio's
+        # allocates one per response.
+        self._send_lock = asyncio.Lock()  # type: ignore[assignment]
+        self._streaming: asyncio.Task[Any] | None = None
+        self._stopped = False
+        self._finish = False  # end the body properly after stopping (client still there)
+        self._failure: BaseException | None = None
+
+    def _lean(self, scope: Scope) -> bool:
+        return (
+            scope["type"] == "http"
+            and scope["method"].upper() != "HEAD"
+            and self.data_sender_callable is None
+            and self._shutdown_event is None
+            and _start_watcher is not None
+            and _shutdown_state is not None
+        )
+
+    def _stop(self, failure: BaseException | None, *, finish: bool = False) -> None:
+        """End the stream from the helper task: cancel the request task, which closes
+        the body iterator where it waits."""
+        if not self._stopped and self._streaming is not None:
+            self._stopped = True
+            self._finish = finish
+            self._failure = failure
+            self.active = False
+            self._streaming.cancel()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        deferred = scope.get(_DEFERRED)
+        if deferred is not None and not deferred:
+            # `run_streams_after_routing` runs it once the app has returned, with the
+            # receive and send it got here (CORS and error middleware wrap `send`).
+            deferred.append((self, receive, send))
+            return
+        if not self._lean(scope):
+            await super().__call__(scope, receive, send)
+            return
+        assert _start_watcher is not None
+        assert _shutdown_state is not None
+        if _upstream.AppStatus.should_exit:
+            return
+        _start_watcher()
+        listeners = _shutdown_state().events
+        on_shutdown = _StopOnShutdown(self)
+        streaming = asyncio.current_task()
+        assert streaming is not None
+        self._streaming = streaming
+        listeners.add(on_shutdown)
+        helper = asyncio.create_task(self._watch_client(receive, send))
+        try:
+            await self._stream_response(send)
+        except asyncio.CancelledError:
+            # Ours (disconnect, shutdown, stalled ping) ends the stream quietly, or
+            # with the send timeout; anyone else's cancellation goes on.
+            if not self._stopped or streaming.uncancel() > 0:
+                raise
+            if self._failure is not None:
+                raise self._failure from None
+            if self._finish:  # shutting down: a clean end, so the client reconnects
+                with contextlib.suppress(Exception):
+                    end = {"type": "http.response.body", "body": b"", "more_body": False}
+                    await self._send_with_timeout(send, end)
+        finally:
+            listeners.discard(on_shutdown)
+            helper.cancel()
+            self._streaming = None
+        if self.background is not None:
+            await self.background()
+
+    async def _watch_client(self, receive: Receive, send: Send) -> None:
+        """Wait for the client to go away; every `ping` seconds meanwhile, send the
+        keep-alive comment."""
+        interval = self.ping_interval
+        try:
+            while self.active:
+                message = None
+                if interval > 0:
+                    try:
+                        async with asyncio.timeout(interval):
+                            message = await receive()
+                    except TimeoutError:
+                        await self._send_ping(send)
+                        continue
+                else:
+                    message = await receive()
+                if message["type"] == "http.disconnect":
+                    self.active = False
+                    if self.client_close_handler_callable is not None:
+                        await self.client_close_handler_callable(message)
+                    self._stop(None)
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. SendTimeoutError: ends the stream
+            self._stop(exc)
+
+    async def _send_ping(self, send: Send) -> None:
+        event = (
+            self.ping_message_factory()
+            if self.ping_message_factory is not None
+            else ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=self.sep)
+        )
+        async with self._send_lock:
+            if self.active:
+                body = ensure_bytes(event, self.sep)
+                message = {"type": "http.response.body", "body": body, "more_body": True}
+                await self._send_with_timeout(send, message)
+
+
+Parked = tuple[LeanEventSourceResponse, Receive, Send]
+
+
+async def run_streams_after_routing(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """Call `app`; if it answered with a stream, run the stream once `app` has
+    returned: for the hours a stream may stay open, it then keeps none of the
+    middleware, routing and endpoint frames, the request's exit stacks or its
+    `Request` alive — only the `send` and `receive` it was given, which still pass
+    through the middleware's wrappers (CORS headers, the error handler's bookkeeping).
+
+    The route's dependencies have been closed by then; a stream must not need them
+    (the task streams hold only the runtime's long-lived objects). An error raised
+    mid-stream goes to the server, which logs it; nothing could answer it with a
+    status then anyway.
+    """
+    if scope["type"] != "http" or scope["method"] != "GET":
+        await app(scope, receive, send)
+        return
+    deferred: list[Parked] = []
+    scope[_DEFERRED] = deferred
+    await app(scope, receive, send)
+    if deferred:
+        stream, stream_receive, stream_send = deferred[0]
+        del deferred
+        for key in [key for key in scope if key.startswith("fastapi_")]:
+            del scope[key]  # the request's exit stacks: closed, and heavy
+        await stream(scope, stream_receive, stream_send)

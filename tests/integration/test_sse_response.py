@@ -1,0 +1,101 @@
+"""The lean SSE response (`api.sse`) over real HTTP: keep-alives on an idle stream,
+prompt cleanup when the client goes away, and streams ended on server shutdown —
+with one helper task per stream, none left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from sse_starlette import sse as upstream
+
+from taskservice.events import TaskWatchers
+from tests.conftest import LiveFactory, wait_for
+
+STREAM = {"Accept": "text/event-stream"}
+
+
+def helper_tasks() -> int:
+    return sum(
+        "_watch_client" in repr(task.get_coro()) for task in asyncio.all_tasks() if not task.done()
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["task", "/v1/events"],
+    ids=["task-stream (pings from the watchers' ticker)", "firehose (pings from the response)"],
+)
+async def test_an_idle_stream_gets_keep_alives(make_live: LiveFactory, path: str) -> None:
+    async with (
+        make_live(stream_ping_seconds=0.2) as live,
+        httpx.AsyncClient(base_url=live.url, timeout=10) as client,
+    ):
+        if path == "task":
+            task = (await client.post("/v1/tasks", json={"input": "x"})).json()
+            path = f"/v1/tasks/{task['id']}/events"
+        lines: list[str] = []
+        started = time.monotonic()
+        async with client.stream("GET", path, headers=STREAM) as r:
+            assert r.status_code == 200
+            assert r.headers["cache-control"] == "no-store"
+            async for line in r.aiter_lines():
+                lines.append(line)
+                if time.monotonic() - started > 1.1:
+                    break
+        pings = [line for line in lines if line.startswith(": ping")]
+        assert 3 <= len(pings) <= 7, lines
+
+
+@asynccontextmanager
+async def pending_task(
+    make_live: LiveFactory,
+) -> AsyncIterator[tuple[httpx.AsyncClient, TaskWatchers, dict[str, Any]]]:
+    """A live server (no workers), a client, the server's watchers and a pending task."""
+    async with (
+        make_live() as live,
+        httpx.AsyncClient(base_url=live.url, timeout=10) as client,
+    ):
+        task = (await client.post("/v1/tasks", json={"input": "x"})).json()
+        yield client, live.app.state.runtime.service.watchers, task
+
+
+async def test_a_client_that_goes_away_frees_its_stream_at_once(make_live: LiveFactory) -> None:
+    async with pending_task(make_live) as (client, watchers, task):
+        before = helper_tasks()
+        streams = [
+            client.stream("GET", f"/v1/tasks/{task['id']}/events", headers=STREAM) for _ in range(5)
+        ]
+        for stream in streams:
+            response = await stream.__aenter__()
+            assert response.status_code == 200
+        await wait_for(lambda: watchers.watched == 5, timeout=5)
+        assert helper_tasks() == before + 5  # one helper task per stream, no more
+        for stream in streams:
+            await stream.__aexit__(None, None, None)
+        started = time.monotonic()
+        await wait_for(lambda: watchers.watched == 0 and helper_tasks() == before, timeout=5)
+        assert time.monotonic() - started < 1.0
+
+
+async def test_server_shutdown_ends_open_streams(make_live: LiveFactory) -> None:
+    async with pending_task(make_live) as (client, watchers, task):
+
+        async def read_to_the_end() -> list[str]:
+            path = f"/v1/tasks/{task['id']}/events"
+            async with client.stream("GET", path, headers=STREAM) as response:
+                return [line async for line in response.aiter_lines()]
+
+        reader = asyncio.create_task(read_to_the_end())
+        await wait_for(lambda: watchers.watched == 1, timeout=5)
+        # What sse-starlette's shutdown watcher does when the server begins to stop.
+        for listener in list(upstream._get_shutdown_state().events):
+            listener.set()
+        lines = await asyncio.wait_for(reader, timeout=5)
+        assert lines[0] == "event: snapshot"
+        await wait_for(lambda: watchers.watched == 0, timeout=5)
