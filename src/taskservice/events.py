@@ -285,6 +285,10 @@ class Watermark:
     mark, which advances only over an unbroken run of committed ids. A gap (an
     insert still in flight, or one rolled back — sequences do not roll back) holds
     the mark for at most `gap_timeout` seconds; then it is skipped.
+
+    The mark follows every notice only while a firehose reads it (`reading`);
+    otherwise it moves at the poll interval, so a process with no firehose open (a
+    worker, most API replicas) does not read the event table after every commit.
     """
 
     def __init__(
@@ -303,8 +307,23 @@ class Watermark:
         self._dirty = asyncio.Event()
         self.advanced = asyncio.Condition()
         self._runner: asyncio.Task[None] | None = None
-        hub.subscribe(lambda _notice: self._dirty.set())
+        self.readers = 0
+        hub.subscribe(self._on_notice)
         hub.on_reconnect(self._dirty.set)
+
+    def _on_notice(self, _notice: EventNotice) -> None:
+        if self.readers:
+            self._dirty.set()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """While a firehose stream is open: follow every notice (and catch up now)."""
+        self.readers += 1
+        self._dirty.set()
+        try:
+            yield
+        finally:
+            self.readers -= 1
 
     async def start(self, initial: int) -> None:
         self.value = initial

@@ -22,6 +22,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from taskservice.agents import ProfileError
+from taskservice.db.ledger import LedgerStore
 from tests.conftest import ClientFactory, wait_for
 
 
@@ -161,8 +162,16 @@ async def test_every_step_is_in_the_ledger_and_usage_accumulates(
 
 
 async def test_an_agent_asks_for_input_and_resumes_the_same_conversation(
-    make_client: ClientFactory,
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    history_reads: list[uuid.UUID] = []
+    read_history = LedgerStore.all_messages
+
+    async def counted(self: LedgerStore, task_id: uuid.UUID) -> Any:
+        history_reads.append(task_id)
+        return await read_history(self, task_id)
+
+    monkeypatch.setattr(LedgerStore, "all_messages", counted)
     model = scripted(
         [ToolCallPart("ask_user", {"question": "Which colour?"}, tool_call_id="q1")],
         "you chose {results}",
@@ -198,6 +207,8 @@ async def test_an_agent_asks_for_input_and_resumes_the_same_conversation(
         ]
         messages = (await client.get(f"/v1/tasks/{task['id']}/messages")).json()["messages"]
         assert [m["kind"] for m in messages] == ["request", "response", "request", "response"]
+        # The first run had no history to read; the resumed one read it, once.
+        assert history_reads == [uuid.UUID(task["id"])]
         again = await client.post(f"/v1/tasks/{task['id']}/input", json={"answer": "blue"})
         assert again.status_code == 409
         assert again.json()["state"] == "completed"

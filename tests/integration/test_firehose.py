@@ -10,7 +10,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
 from taskservice.db.keys import ApiKeyStore
-from tests.conftest import LiveFactory
+from taskservice.db.store import TaskStore
+from taskservice.events import EventHub, Watermark
+from tests.conftest import LiveFactory, wait_for
+from tests.integration.helpers import new_task
 from tests.sse import Event, read_events
 
 STREAM = {"Accept": "text/event-stream"}
@@ -123,3 +126,37 @@ async def test_other_tenants_events_never_appear(make_live: LiveFactory, db: Asy
     assert len({e.json()["task_id"] for e in seen}) == 2
     assert len(bobs) == 1
     assert bobs[0].json()["task_id"] not in {e.json()["task_id"] for e in seen}
+
+
+async def test_the_watermark_follows_every_commit_only_while_a_firehose_reads(
+    database_url: str, store: TaskStore
+) -> None:
+    """Without a reader the mark moves at the poll interval (no read of the event
+    table per commit); with one, it follows each commit at once."""
+    reads = 0
+
+    async def counted(after: int, limit: int) -> list[int]:
+        nonlocal reads
+        reads += 1
+        return await store.event_ids_after(after, limit)
+
+    hub = EventHub(database_url)
+    watermark = Watermark(hub, counted, gap_timeout=5, poll_interval=30)
+    await hub.start()
+    await watermark.start(0)
+    try:
+        reads = 0
+        for i in range(20):
+            await new_task(store, input=f"unwatched {i}")
+        await asyncio.sleep(0.5)
+        assert reads == 0  # twenty commits, no reader: nothing read
+        with watermark.reading():
+            await asyncio.sleep(0.3)
+            assert watermark.value == await store.latest_event_id()  # caught up at once
+            await new_task(store, input="watched")
+            latest = await store.latest_event_id()
+            await wait_for(lambda: watermark.value == latest, timeout=2)
+        assert reads >= 2
+    finally:
+        await watermark.stop()
+        await hub.stop()

@@ -122,19 +122,22 @@ async def tenant_events(
     event id), never past the watermark, so none is skipped or sent twice."""
     settings = service.settings
     yield ServerSentEvent(comment="taskservice firehose", retry=settings.stream_retry_ms)
-    last = watermark.value if after is None else after
-    while True:
-        upto = watermark.value
-        events = await service.firehose_page(tenant=tenant, after=last, upto=upto, filter=filter)
-        for event in events:
-            yield ServerSentEvent(
-                data=EventOut.of(event).model_dump_json(), event=event.type, id=str(event.id)
+    with watermark.reading():
+        last = watermark.value if after is None else after
+        while True:
+            upto = watermark.value
+            events = await service.firehose_page(
+                tenant=tenant, after=last, upto=upto, filter=filter
             )
-        if len(events) == settings.max_page_size:
-            last = events[-1].id
-            continue
-        last = max(last, upto)  # everything up to the mark has been looked at
-        await _until_past(watermark, last, settings.stream_poll_seconds)
+            for event in events:
+                yield ServerSentEvent(
+                    data=EventOut.of(event).model_dump_json(), event=event.type, id=str(event.id)
+                )
+            if len(events) == settings.max_page_size:
+                last = events[-1].id
+                continue
+            last = max(last, upto)  # everything up to the mark has been looked at
+            await _until_past(watermark, last, settings.stream_poll_seconds)
 
 
 async def _until_past(watermark: Watermark, mark: int, seconds: float) -> None:

@@ -45,13 +45,14 @@ _BINDS = (
     bindparam("p_usage", type_=JSONB),
 )
 
-# A complete model message, the tool calls it asks for (as `pending`), its events.
-_APPEND_MESSAGE = Statement(
+# Complete model messages, the tool calls they ask for (as `pending`), their events.
+_APPEND_MESSAGES = Statement(
     text(f"""
 WITH {_FENCED_TASK},
 m AS (
     INSERT INTO task_messages (task_id, position, kind, message, attempt)
-    SELECT t.id, :p_position, :p_kind, :p_message, t.attempt FROM t
+    SELECT t.id, (x.m ->> 'position')::int, x.m ->> 'kind', x.m -> 'message', t.attempt
+    FROM t, jsonb_array_elements(:p_messages) AS x(m)
     RETURNING task_id
 ),
 c AS (
@@ -66,9 +67,7 @@ c AS (
 SELECT count(*) AS n FROM t
 """).bindparams(
         *_BINDS,
-        bindparam("p_position", type_=Integer),
-        bindparam("p_kind", type_=Text),
-        bindparam("p_message", type_=JSONB),
+        bindparam("p_messages", type_=JSONB),
         bindparam("p_calls", type_=JSONB),
     )
 )
@@ -171,26 +170,23 @@ class LedgerStore:
         row = await self.db.fetchrow(statement, params)
         return bool(row and row["n"])
 
-    async def append_message(
+    async def append_messages(
         self,
         task_id: uuid.UUID,
         *,
         lease: Lease,
-        position: int,
-        kind: str,
-        message: Any,
+        messages: Sequence[dict[str, Any]],
         calls: Sequence[dict[str, Any]],
         events: Sequence[dict[str, Any]],
         usage: dict[str, Any] | None,
     ) -> bool:
-        """False: the lease is gone and nothing was written."""
+        """`messages`: {position, kind, message}. False: the lease is gone and nothing
+        was written."""
         params = self._fence(task_id, lease, events, usage) | {
-            "p_position": position,
-            "p_kind": kind,
-            "p_message": message,
+            "p_messages": list(messages),
             "p_calls": list(calls),
         }
-        return await self._written(_APPEND_MESSAGE, params)
+        return await self._written(_APPEND_MESSAGES, params)
 
     async def append_events(
         self, task_id: uuid.UUID, *, lease: Lease, events: Sequence[dict[str, Any]]

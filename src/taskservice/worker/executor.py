@@ -115,9 +115,15 @@ class Executor:
                 deps=ledger,
                 usage_limits=UsageLimits(request_limit=profile.request_limit),
             ) as run:
-                async for _step in run:
-                    await ledger.sync(run.all_messages(), run.usage)
-                await ledger.sync(run.all_messages(), run.usage)
+                try:
+                    async for _step in run:
+                        await ledger.sync(run.all_messages(), run.usage)
+                except (AgentRunError, UserError):
+                    # What the run said before it failed is recorded too. (Not when
+                    # cancelled or the lease is lost: then nothing may be written.)
+                    await ledger.sync(run.all_messages(), run.usage, final=True)
+                    raise
+                await ledger.sync(run.all_messages(), run.usage, final=True)
                 result = run.result
         except (AgentRunError, UserError) as exc:
             return Failed(failure_of(exc), ledger.usage)

@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted: the worker running this tool call stopped before it reported back"
 _PREVIEW_CHARS = 500
+# A task's event_seq when its first claim has just written `running`: 1 `pending`, 2
+# `running`.
+_FIRST_CLAIM_SEQ = 2
 
 
 class LeaseLost(Exception):
@@ -97,6 +100,11 @@ class RunLedger:
     # -- resume -----------------------------------------------------------------
 
     async def resume_state(self) -> tuple[list[ModelMessage], DeferredToolResults | None]:
+        if self.task.attempt == 1 and self.task.event_seq == _FIRST_CLAIM_SEQ:
+            # Its only events are its creation and this claim: no run has written a
+            # message, a tool call or anything else to resume from. (Every such
+            # write adds an event, so this never skips a history that exists.)
+            return [], None
         rows = await self.store.all_messages(self.task.id)
         history = ModelMessagesTypeAdapter.validate_python([row["message"] for row in rows])
         self.position = len(history)
@@ -122,8 +130,17 @@ class RunLedger:
 
     # -- progress ---------------------------------------------------------------
 
-    async def sync(self, messages: list[ModelMessage], run_usage: Any) -> None:
-        """Persist the complete messages not yet in the ledger."""
+    async def sync(
+        self, messages: list[ModelMessage], run_usage: Any, *, final: bool = False
+    ) -> None:
+        """Persist the complete messages not yet in the ledger, in one statement.
+
+        A request is written together with the response that answers it (one write
+        per model turn, not two), so until `final` a trailing request waits. Nothing
+        is lost if the run stops in between: the request is rebuilt on resume from
+        what the ledger has (the prompt, or the recorded results of the tool calls
+        the last response asked for).
+        """
         self.usage = {
             "input_tokens": self.base_usage.get("input_tokens", 0)
             + int(run_usage.input_tokens or 0),
@@ -131,21 +148,23 @@ class RunLedger:
             + int(run_usage.output_tokens or 0),
             "requests": self.base_usage.get("requests", 0) + int(run_usage.requests or 0),
         }
-        for message in messages[self.position :]:
-            events: list[dict[str, Any]] = [
-                {
-                    "type": "message",
-                    "data": {
-                        "position": self.position,
-                        "kind": message.kind,
-                        "parts": _summary(message),
-                    },
-                }
-            ]
-            calls = []
+        new = messages[self.position :]
+        if not final:
+            while new and not isinstance(new[-1], ModelResponse):
+                new = new[:-1]
+        if not new:
+            return
+        encoded = ModelMessagesTypeAdapter.dump_python(new, mode="json")
+        rows: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = []
+        calls: list[dict[str, Any]] = []
+        for position, (message, body) in enumerate(zip(new, encoded, strict=True), self.position):
+            rows.append({"position": position, "kind": message.kind, "message": body})
+            summary = {"position": position, "kind": message.kind, "parts": _summary(message)}
+            events.append({"type": "message", "data": summary})
             if isinstance(message, ModelResponse):
                 events.append({"type": "usage", "data": dict(self.usage)})
-                calls = [
+                calls += [
                     {
                         "id": part.tool_call_id,
                         "name": part.tool_name,
@@ -154,20 +173,17 @@ class RunLedger:
                     for part in message.parts
                     if isinstance(part, ToolCallPart)
                 ]
-            encoded = ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]
-            self._check(
-                await self.store.append_message(
-                    self.task.id,
-                    lease=self.lease,
-                    position=self.position,
-                    kind=message.kind,
-                    message=encoded,
-                    calls=calls,
-                    events=events,
-                    usage=self.usage,
-                )
+        self._check(
+            await self.store.append_messages(
+                self.task.id,
+                lease=self.lease,
+                messages=rows,
+                calls=calls,
+                events=events,
+                usage=self.usage,
             )
-            self.position += 1
+        )
+        self.position += len(new)
 
     async def _call(
         self,
