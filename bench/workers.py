@@ -13,6 +13,10 @@ tasks completed per second in the saturation phase. CPU per task is the server
 process's CPU time over the saturation phase, beside the CPU of a bare pydantic-ai
 run of the same agent measured in this process.
 
+A third phase runs `taskservice worker` alone on a fresh database and writes the
+same number of tasks straight to the table: the worker's CPU per task without the
+HTTP API's share.
+
     .venv/bin/python bench/workers.py [--light-rate 50] [--light-seconds 10] [--burst 3000]
 
 Uses TASKSERVICE_DATABASE_URL's server, else the local one at 127.0.0.1:5432.
@@ -24,6 +28,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -114,6 +119,65 @@ async def burst_phase(client: httpx.AsyncClient, count: int) -> set[uuid.UUID]:
     return ids
 
 
+async def worker_phase(server: str, count: int, concurrency: int) -> tuple[float, float]:
+    """`taskservice worker` alone draining `count` tasks written straight to the
+    table (taskservice's own submit statement, 100 per batch): its CPU per task past
+    start-up, and tasks per second. Returns (CPU us per task, tasks/s)."""
+    from taskservice.db.submits import create_many
+    from taskservice.ids import uuid7
+
+    url = await make_database(server)
+    env = {
+        **os.environ,
+        "TASKSERVICE_DATABASE_URL": url,
+        "TASKSERVICE_WORKER_CONCURRENCY": str(concurrency),
+    }
+    command = [sys.executable, "-m", "taskservice.cli", "--log-level", "warning", "worker"]
+    worker = subprocess.Popen([*command, "--no-webhooks"], env=env)
+    conn = await asyncpg.connect(url)
+    try:
+        deadline = time.monotonic() + 60
+        while await conn.fetchval("SELECT to_regclass('tasks')") is None:
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the worker did not start")
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(3)  # start-up done: the worker idles
+        cpu_before = cpu_seconds(worker.pid)
+        started = time.perf_counter()
+        agent = {"profile": "default", "model": "offline", "system_prompt": None}
+        for first in range(0, count, 100):
+            batch = [
+                {
+                    "id": uuid7(),
+                    "tenant": "default",
+                    "input": PROMPT,
+                    "agent": agent,
+                    "metadata": {},
+                    "parent_id": None,
+                    "context_id": None,
+                    "idempotency_key": None,
+                    "request_hash": None,
+                    "max_attempts": 3,
+                    "timeout_seconds": None,
+                }
+                for _ in range(first, min(first + 100, count))
+            ]
+            await create_many(conn, batch)
+        done = "SELECT count(*) FROM tasks WHERE state = 'completed'"
+        while await conn.fetchval(done) < count:
+            if time.perf_counter() - started > 300:
+                raise SystemExit("the worker did not finish in 300 s")
+            await asyncio.sleep(0.05)
+        elapsed = time.perf_counter() - started
+        cpu_used = cpu_seconds(worker.pid) - cpu_before
+    finally:
+        await conn.close()
+        worker.terminate()
+        worker.wait(timeout=60)
+        await drop_database(server, url)
+    return cpu_used / count * 1e6, count / elapsed
+
+
 async def bare_agent_cpu_us(runs: int = 2000) -> float:
     from pydantic_ai import Agent
 
@@ -176,6 +240,7 @@ async def main() -> None:
         process.wait(timeout=60)
         await drop_database(server, url)
 
+    worker_us, worker_rate = await worker_phase(server, args.burst, args.worker_concurrency)
     agent_us = await bare_agent_cpu_us()
     light_ms = watcher.latencies_ms(light)
     burst_ms = watcher.latencies_ms(burst)
@@ -202,6 +267,11 @@ async def main() -> None:
         f"bare pydantic-ai run of the same agent: {agent_us:.0f} us; "
         f"service's own: {per_task_us - agent_us:.0f} us = "
         f"{(per_task_us - agent_us) / agent_us:.2f} x the agent run (target <= 0.5)"
+    )
+    print(
+        f"taskservice worker alone, {args.burst} tasks already submitted: "
+        f"{worker_rate:.0f} tasks/s; CPU per task {worker_us:.0f} us, of which its own "
+        f"{worker_us - agent_us:.0f} us = {(worker_us - agent_us) / agent_us:.2f} x the agent run"
     )
 
 
