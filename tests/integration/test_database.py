@@ -92,3 +92,14 @@ async def test_a_connection_killed_mid_query_is_unavailable_then_replaced(
             await query
         rows = await db.fetch(Statement(text("SELECT pg_backend_pid() AS pid")), {})
         assert rows[0]["pid"] != pid
+
+
+async def test_a_checkout_that_waits_too_long_is_unavailable(database_url: str) -> None:
+    async with Database(database_url, pool_size=1, acquire_timeout=0.2) as db:
+        async with db.connection():
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(DatabaseUnavailable, match="busy"):
+                await db.fetch(BAD, {})
+            assert asyncio.get_running_loop().time() - started < 1
+        async with db.connection() as conn:  # free again: served at once
+            assert await conn.fetchval("SELECT 1") == 1
