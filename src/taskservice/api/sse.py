@@ -85,7 +85,7 @@ class LeanEventSourceResponse(EventSourceResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         deferred = scope.get(_DEFERRED)
-        if deferred is not None and not deferred:
+        if deferred is not None:
             # `run_streams_after_routing` runs it once the app has returned, with the
             # receive and send it got here (CORS and error middleware wrap `send`).
             deferred.append((self, receive, send))
@@ -188,8 +188,9 @@ async def run_streams_after_routing(
     deferred: list[Parked] = []
     scope[_DEFERRED] = deferred
     await app(scope, receive, send)
+    del scope[_DEFERRED]
     if deferred:
-        stream, stream_receive, stream_send = deferred[0]
+        stream, stream_receive, stream_send = deferred.pop()
         del deferred
         for key in [key for key in scope if key.startswith("fastapi_")]:
             del scope[key]  # the request's exit stacks: closed, and heavy
