@@ -40,6 +40,12 @@ _DEFERRED = "taskservice.deferred_stream"
 # object when the server begins to shut down.
 _start_watcher = getattr(_upstream, "_ensure_watcher_started_on_this_loop", None)
 _shutdown_state = getattr(_upstream, "_get_shutdown_state", None)
+# The parts of EventSourceResponse this class builds on (sse-starlette 3.x); without
+# any of them, every stream is left to sse-starlette as it is.
+_UPSTREAM_PARTS = all(
+    hasattr(EventSourceResponse, name)
+    for name in ("_stream_response", "_send_with_timeout", "ping_interval")
+) and hasattr(_upstream, "AppStatus")
 
 
 class _StopOnShutdown:
@@ -71,6 +77,7 @@ class LeanEventSourceResponse(EventSourceResponse):
             and self._shutdown_event is None
             and _start_watcher is not None
             and _shutdown_state is not None
+            and _UPSTREAM_PARTS
         )
 
     def _stop(self, failure: BaseException | None, *, finish: bool = False) -> None:
