@@ -48,6 +48,11 @@ _UPSTREAM_PARTS = all(
 ) and hasattr(_upstream, "AppStatus")
 
 
+def keep_alive(sep: str | None = None) -> ServerSentEvent:
+    """The keep-alive comment, as sse-starlette words it."""
+    return ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=sep)
+
+
 class _StopOnShutdown:
     __slots__ = ("response",)
 
@@ -163,7 +168,7 @@ class LeanEventSourceResponse(EventSourceResponse):
         event = (
             self.ping_message_factory()
             if self.ping_message_factory is not None
-            else ServerSentEvent(comment=f"ping - {datetime.now(UTC)}", sep=self.sep)
+            else keep_alive(self.sep)
         )
         async with self._send_lock:
             if self.active:

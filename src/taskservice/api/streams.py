@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from taskservice.aio import wait_until
 from taskservice.api.schemas import EventOut, TaskOut
-from taskservice.api.sse import LeanEventSourceResponse
+from taskservice.api.sse import LeanEventSourceResponse, keep_alive
 from taskservice.events import TaskWatchers, Watermark
 from taskservice.models import EventFilter, Task
 from taskservice.service import TaskService
@@ -42,10 +41,6 @@ def event_stream(
         send_timeout=settings.stream_send_timeout,
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
-
-
-def keep_alive() -> ServerSentEvent:
-    return ServerSentEvent(comment=f"ping - {datetime.now(UTC)}")
 
 
 def _is_terminal_event(kind: str, data: dict[str, object]) -> bool:

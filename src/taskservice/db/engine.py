@@ -29,7 +29,8 @@ def asyncpg_dsn(url: str) -> tuple[str, dict[str, Any]]:
     return dsn, kwargs
 
 
-def _dumps(value: Any) -> str:
+def dumps_json(value: Any) -> str:
+    """JSON as the service stores it: compact, UTF-8 kept as is."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -40,4 +41,4 @@ def create_engine(url: str, *, pool_size: int = 20, **kwargs: Any) -> AsyncEngin
     (see `is_unavailable`)."""
     if "poolclass" not in kwargs:
         kwargs |= {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": 10}
-    return create_async_engine(async_url(url), json_serializer=_dumps, **kwargs)
+    return create_async_engine(async_url(url), json_serializer=dumps_json, **kwargs)

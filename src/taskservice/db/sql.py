@@ -22,7 +22,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from taskservice.db.engine import asyncpg_dsn
+from taskservice.db.engine import asyncpg_dsn, dumps_json
 from taskservice.errors import DatabaseUnavailable
 
 _DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
@@ -39,10 +39,6 @@ _DISCONNECTS = (
 )
 
 Row = Mapping[str, Any]
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class Statement:
@@ -63,7 +59,7 @@ class Statement:
         for name in self._names:
             value = params[name] if name in params else self._constants[name]
             if name in self._json and value is not None:
-                value = _dumps(value)
+                value = dumps_json(value)
             values.append(value)
         return values
 

@@ -17,12 +17,12 @@ fails every submit of the batch, none of which committed.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
 
+from taskservice.db.engine import dumps_json
 from taskservice.db.sql import Database, Row
 
 # The task row and its first event, for any number of tasks; `unnest` keeps it one
@@ -72,9 +72,7 @@ MAX_IN_FLIGHT = 2
 
 
 def _encode(name: str, value: Any) -> Any:
-    if name in _JSON_FIELDS:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return value
+    return dumps_json(value) if name in _JSON_FIELDS else value
 
 
 def _columns(batch: list[Mapping[str, Any]]) -> list[list[Any]]:
