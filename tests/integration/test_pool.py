@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
@@ -135,3 +136,30 @@ async def test_the_listener_reconnects_and_wakes_workers_after_its_backend_is_ki
         done = await until_state(client, task["id"], "completed")
         assert done["attempt"] == 1
         assert time.monotonic() - started < 5
+
+
+async def test_a_lost_lease_report_after_the_outcome_commits_does_not_stop_the_run(
+    make_client: ClientFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A finished task holds no lease, so a heartbeat that looks just after the
+    outcome commits reports it lost (and a cancel may race it likewise). What the
+    run does after its fenced write (resuming a parked parent) must still happen."""
+    async with make_client(workers_enabled=True) as client:
+        pool = client.app.state.runtime.pool  # type: ignore[attr-defined]
+        transition = pool.store.transition
+        after_commit: list[str] = []
+
+        async def transition_then_lose_lease(task_id: uuid.UUID, **kwargs: Any) -> Any:
+            written = await transition(task_id, **kwargs)
+            pool._on_leases_lost({task_id})  # the heartbeat's report, as it arrives
+            await asyncio.sleep(0)  # where a cancellation would land
+            after_commit.append(written.state.value)
+            return written
+
+        pool.store.transition = transition_then_lose_lease
+        task = (await client.post("/v1/tasks", json={"input": "x"})).json()
+        await until_state(client, task["id"], "completed")
+        await wait_for(lambda: pool.running == 0)
+    assert after_commit == ["completed"]
+    assert "lease lost" not in caplog.text
+    assert "run stopped" not in caplog.text

@@ -82,6 +82,10 @@ class WorkerPool:
         self._stopping = asyncio.Event()
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._leases: dict[uuid.UUID, Lease] = {}
+        # Runs writing their outcome: the fenced write decides whether it still
+        # counts, so a cancellation or a lost-lease report must not interrupt what
+        # follows its commit (resuming a parked parent).
+        self._finishing: set[uuid.UUID] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._unsubscribe = hub.subscribe(self._on_event)
         hub.on_reconnect(self._wake.set)
@@ -143,14 +147,21 @@ class WorkerPool:
             notice.type == "state_change" and notice.target in _WAKE_TARGETS
         ):
             self._wake.set()
-        if notice.target == TaskState.CANCELLED.value and notice.task_id in self._runs:
+        if (
+            notice.target == TaskState.CANCELLED.value
+            and notice.task_id in self._runs
+            and notice.task_id not in self._finishing
+        ):
             log.info("task %s: cancelled; stopping its run", notice.task_id)
             self._runs[notice.task_id].cancel()
 
     def _on_leases_lost(self, lost: set[uuid.UUID]) -> None:
         for task_id in lost:
             run = self._runs.get(task_id)
-            if run is not None:
+            # A run writing its outcome may have committed it a moment before the
+            # heartbeat looked (a finished task holds no lease): its fenced write
+            # tells, not this report.
+            if run is not None and task_id not in self._finishing:
                 log.warning("task %s: lease lost; stopping its run", task_id)
                 run.cancel()
 
@@ -189,6 +200,7 @@ class WorkerPool:
     async def _execute(self, task: Task, lease: Lease) -> None:
         try:
             outcome = await self._run_agent(task, RunLedger(self.ledger, self.store, task, lease))
+            self._finishing.add(task.id)
             await self._finish(task, lease, outcome)
         except (asyncio.CancelledError, LeaseLost):
             # Cancelled by the API, lease lost, or shutdown: not ours to write.
@@ -199,6 +211,7 @@ class WorkerPool:
             log.exception("task %s: could not record the outcome", task.id)
         finally:
             self.heartbeat.drop(task.id)
+            self._finishing.discard(task.id)
             self._runs.pop(task.id, None)
             self._leases.pop(task.id, None)
             self._wake.set()  # a slot is free
