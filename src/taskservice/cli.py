@@ -82,11 +82,23 @@ def cmd_worker(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with Runtime.open(settings, api=False, workers=True):
-            log.info("worker running; SIGTERM or Ctrl-C stops it")
+            kind = type(loop).__module__.partition(".")[0]  # uvloop or asyncio
+            log.info("worker running on %s; SIGTERM or Ctrl-C stops it", kind)
             await stop.wait()
 
-    asyncio.run(run())
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(run())
     return 0
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed (uvicorn[standard] brings it), as `serve` runs:
+    the event loop is a good part of a worker's own CPU per task."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def _with_database(action: Callable[[Any], Awaitable[int]]) -> int:

@@ -139,6 +139,8 @@ async def test_three_workers_run_300_tasks_each_exactly_once(
     by_worker = Counter(r["worker"] for r in runs)
     assert set(by_worker) <= {p.worker_id for p in procs}
     assert len(by_worker) >= 2, by_worker  # the work really was shared
+    # The event loop `serve` runs on too (uvicorn[standard] installs uvloop).
+    assert "worker running on uvloop" in procs[0].output()
 
 
 async def test_a_killed_worker_s_tasks_complete_elsewhere_after_its_lease_expires(
