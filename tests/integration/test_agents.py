@@ -20,6 +20,8 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents import ProfileError
 from taskservice.db.ledger import LedgerStore
@@ -159,6 +161,49 @@ async def test_every_step_is_in_the_ledger_and_usage_accumulates(
         progress = next(e for e in events["events"] if e["type"] == "progress")
         assert progress["data"] == {"percent": 50, "note": "half way"}
         assert counter["count"] == 1
+
+
+async def test_the_last_turn_is_written_with_the_outcome_and_earlier_turns_before(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    """A turn that calls tools is written before the tools run (their calls must be on
+    record); the answer and the outcome commit together, in one statement."""
+    model = scripted(
+        [ToolCallPart("report_progress", {"percent": 50}, tool_call_id="p1")], "all done"
+    )
+    async with make_client(models={"scripted": model}, workers_enabled=True) as client:
+        task = (await client.post("/v1/tasks", json={"input": "go", "model": "scripted"})).json()
+        done = await until_state(client, task["id"], "completed", "failed")
+        assert done["result"] == "all done"
+    async with db.connect() as conn:
+        params = {"id": task["id"]}
+        task_xmin = (
+            await conn.execute(text("SELECT xmin::text FROM tasks WHERE id = :id"), params)
+        ).scalar_one()
+        messages = (
+            await conn.execute(
+                text(
+                    "SELECT position, xmin::text AS x FROM task_messages "
+                    "WHERE task_id = :id ORDER BY position"
+                ),
+                params,
+            )
+        ).all()
+        events = (
+            await conn.execute(
+                text(
+                    "SELECT seq, type, data, xmin::text AS x FROM task_events "
+                    "WHERE task_id = :id ORDER BY seq"
+                ),
+                params,
+            )
+        ).all()
+    assert [m.position for m in messages] == [0, 1, 2, 3]
+    assert [m.x == task_xmin for m in messages] == [False, False, True, True]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    last = [(e.type, e.data.get("position", e.data.get("to"))) for e in events if e.x == task_xmin]
+    assert last == [("message", 2), ("message", 3), ("usage", None), ("state_change", "completed")]
+    assert events[-1].data == {"from": "running", "to": "completed"}
 
 
 async def test_an_agent_asks_for_input_and_resumes_the_same_conversation(

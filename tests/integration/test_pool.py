@@ -146,17 +146,17 @@ async def test_a_lost_lease_report_after_the_outcome_commits_does_not_stop_the_r
     run does after its fenced write (resuming a parked parent) must still happen."""
     async with make_client(workers_enabled=True) as client:
         pool = client.app.state.runtime.pool  # type: ignore[attr-defined]
-        transition = pool.store.transition
+        finish = pool.ledger.finish
         after_commit: list[str] = []
 
-        async def transition_then_lose_lease(task_id: uuid.UUID, **kwargs: Any) -> Any:
-            written = await transition(task_id, **kwargs)
+        async def finish_then_lose_lease(task_id: uuid.UUID, **kwargs: Any) -> Any:
+            written = await finish(task_id, **kwargs)
             pool._on_leases_lost({task_id})  # the heartbeat's report, as it arrives
             await asyncio.sleep(0)  # where a cancellation would land
-            after_commit.append(written.state.value)
+            after_commit.append(written["state"])
             return written
 
-        pool.store.transition = transition_then_lose_lease
+        pool.ledger.finish = finish_then_lose_lease
         task = (await client.post("/v1/tasks", json={"input": "x"})).json()
         await until_state(client, task["id"], "completed")
         await wait_for(lambda: pool.running == 0)

@@ -9,7 +9,8 @@ nothing at all.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import bindparam, text
@@ -17,7 +18,9 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.types import Integer, Text
 
 from taskservice.db.sql import Database, Row, Statement
+from taskservice.db.tables import tasks
 from taskservice.models import Lease
+from taskservice.states import TaskState, check_transition
 
 _FENCED_TASK = """
 t AS (
@@ -45,10 +48,8 @@ _BINDS = (
     bindparam("p_usage", type_=JSONB),
 )
 
-# Complete model messages, the tool calls they ask for (as `pending`), their events.
-_APPEND_MESSAGES = Statement(
-    text(f"""
-WITH {_FENCED_TASK},
+# Complete model messages and the tool calls they ask for (as `pending`).
+_MESSAGES_AND_CALLS = """
 m AS (
     INSERT INTO task_messages (task_id, position, kind, message, attempt)
     SELECT t.id, (x.m ->> 'position')::int, x.m ->> 'kind', x.m -> 'message', t.attempt
@@ -57,20 +58,48 @@ m AS (
 ),
 c AS (
     INSERT INTO task_calls (task_id, tool_call_id, name, arguments, status, attempt)
-    SELECT t.id, x.call ->> 'id', x.call ->> 'name', coalesce(x.call -> 'arguments', '{{}}'),
+    SELECT t.id, x.call ->> 'id', x.call ->> 'name', coalesce(x.call -> 'arguments', '{}'),
            'pending', t.attempt
     FROM t, jsonb_array_elements(:p_calls) AS x(call)
     ON CONFLICT (task_id, tool_call_id) DO NOTHING
     RETURNING task_id
-),
-{_EVENTS}
-SELECT count(*) AS n FROM t
-""").bindparams(
-        *_BINDS,
-        bindparam("p_messages", type_=JSONB),
-        bindparam("p_calls", type_=JSONB),
-    )
+)"""
+
+_MESSAGE_BINDS = (bindparam("p_messages", type_=JSONB), bindparam("p_calls", type_=JSONB))
+
+# Messages, the tool calls they ask for, their events.
+_APPEND_MESSAGES = Statement(
+    text(
+        f"WITH {_FENCED_TASK}, {_MESSAGES_AND_CALLS}, {_EVENTS} SELECT count(*) AS n FROM t"
+    ).bindparams(*_BINDS, *_MESSAGE_BINDS)
 )
+
+
+@lru_cache(maxsize=16)
+def _finish_statement(target: TaskState, value_keys: tuple[str, ...]) -> Statement:
+    """A run's outcome and the last of its ledger in one fenced statement: the task
+    leaves `running` for `target` (with `value_keys` set), the last messages and
+    their calls are inserted, and the events (the state change last) follow them.
+    One round trip and one commit instead of two."""
+    changes = [f"{key} = :v_{key}" for key in value_keys]
+    if target.is_terminal:
+        changes.append("finished_at = now()")
+    if target.is_terminal or target is TaskState.INPUT_REQUIRED:
+        changes += ["lease_owner = NULL", "lease_expires_at = NULL"]  # nobody owns it now
+    fenced = f"""
+t AS (
+    UPDATE tasks SET state = '{target.value}',
+                     event_seq = tasks.event_seq + jsonb_array_length(:p_events),
+                     updated_at = now(), {", ".join(changes)}
+    WHERE id = :p_id AND state = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt
+    RETURNING tasks.*
+)"""
+    binds = [bindparam(f"v_{key}", type_=tasks.c[key].type) for key in value_keys]
+    return Statement(
+        text(
+            f"WITH {fenced}, {_MESSAGES_AND_CALLS}, {_EVENTS} SELECT t.* FROM t"
+        ).bindparams(*_BINDS[:4], *_MESSAGE_BINDS, *binds)
+    )
 
 # Events alone (progress, log).
 _APPEND_EVENTS = Statement(
@@ -187,6 +216,29 @@ class LedgerStore:
             "p_calls": list(calls),
         }
         return await self._written(_APPEND_MESSAGES, params)
+
+    async def finish(
+        self,
+        task_id: uuid.UUID,
+        *,
+        lease: Lease,
+        target: TaskState,
+        values: Mapping[str, Any],
+        messages: Sequence[dict[str, Any]],
+        calls: Sequence[dict[str, Any]],
+        events: Sequence[dict[str, Any]],
+    ) -> Row | None:
+        """Move the task from `running` to `target` with `values`, writing the run's
+        last `messages` (their `calls` and `events`) first. The task's row, or None:
+        the lease is gone and nothing was written."""
+        check_transition(TaskState.RUNNING, target)
+        change = {"type": "state_change", "data": {"from": "running", "to": target.value}}
+        params = self._fence(task_id, lease, [*events, change], None) | {
+            "p_messages": list(messages),
+            "p_calls": list(calls),
+            **{f"v_{key}": value for key, value in values.items()},
+        }
+        return await self.db.fetchrow(_finish_statement(target, tuple(sorted(values))), params)
 
     async def append_events(
         self, task_id: uuid.UUID, *, lease: Lease, events: Sequence[dict[str, Any]]

@@ -40,6 +40,30 @@ _PREVIEW_CHARS = 500
 _FIRST_CLAIM_SEQ = 2
 
 
+def _complete_turns(new: list[ModelMessage]) -> list[ModelMessage]:
+    """`new` without its trailing requests, and without a trailing turn whose
+    response calls no tool."""
+    end = len(new)
+    while end and not isinstance(new[end - 1], ModelResponse):
+        end -= 1
+    last = new[end - 1] if end else None
+    if isinstance(last, ModelResponse) and not any(
+        isinstance(part, ToolCallPart) for part in last.parts
+    ):
+        end -= 1
+        while end and not isinstance(new[end - 1], ModelResponse):
+            end -= 1
+    return new[:end]
+
+
+def _merge(
+    staged: dict[str, list[dict[str, Any]]] | None, rows: dict[str, list[dict[str, Any]]]
+) -> dict[str, list[dict[str, Any]]]:
+    if staged is None:
+        return rows
+    return {key: staged[key] + rows[key] for key in rows}
+
+
 class LeaseLost(Exception):
     """The task is no longer this worker's: stop the run and write nothing more."""
 
@@ -92,6 +116,8 @@ class RunLedger:
         self.position = 0  # of the next message to persist
         self.base_usage = {k: int(v) for k, v in (task.usage or {}).items()}
         self.usage = dict(self.base_usage)
+        # The last rows of the run, written with its outcome (`finish`).
+        self.staged: dict[str, list[dict[str, Any]]] | None = None
 
     def _check(self, written: bool) -> None:
         if not written:
@@ -136,10 +162,13 @@ class RunLedger:
         """Persist the complete messages not yet in the ledger, in one statement.
 
         A request is written together with the response that answers it (one write
-        per model turn, not two), so until `final` a trailing request waits. Nothing
-        is lost if the run stops in between: the request is rebuilt on resume from
+        per model turn, not two), so until `final` a trailing request waits; so does
+        a trailing response that calls no tool (an answer: the run is about to end,
+        or to ask again). `final` writes nothing: what is left is staged for
+        `finish`, which writes it with the run's outcome in one statement. Nothing is
+        lost if the run stops in between: a resumed run rebuilds the request from
         what the ledger has (the prompt, or the recorded results of the tool calls
-        the last response asked for).
+        the last response asked for) and asks the model again.
         """
         self.usage = {
             "input_tokens": self.base_usage.get("input_tokens", 0)
@@ -150,10 +179,22 @@ class RunLedger:
         }
         new = messages[self.position :]
         if not final:
-            while new and not isinstance(new[-1], ModelResponse):
-                new = new[:-1]
+            new = _complete_turns(new)
         if not new:
             return
+        rows = self._rows(new)
+        self.position += len(new)
+        if final:
+            self.staged = _merge(self.staged, rows)
+            return
+        self._check(
+            await self.store.append_messages(
+                self.task.id, lease=self.lease, usage=self.usage, **rows
+            )
+        )
+
+    def _rows(self, new: list[ModelMessage]) -> dict[str, list[dict[str, Any]]]:
+        """The ledger rows of `new` (messages, their tool calls, their events)."""
         encoded = ModelMessagesTypeAdapter.dump_python(new, mode="json")
         rows: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
@@ -173,17 +214,18 @@ class RunLedger:
                     for part in message.parts
                     if isinstance(part, ToolCallPart)
                 ]
-        self._check(
-            await self.store.append_messages(
-                self.task.id,
-                lease=self.lease,
-                messages=rows,
-                calls=calls,
-                events=events,
-                usage=self.usage,
-            )
+        return {"messages": rows, "calls": calls, "events": events}
+
+    async def finish(self, target: TaskState, values: dict[str, Any]) -> bool:
+        """Write the run's outcome (`running` → `target`, with `values`) together
+        with what `sync(final=True)` staged. False: the task is no longer ours and
+        nothing was written."""
+        staged = self.staged or {"messages": [], "calls": [], "events": []}
+        self.staged = None
+        row = await self.store.finish(
+            self.task.id, lease=self.lease, target=target, values=values, **staged
         )
-        self.position += len(new)
+        return row is not None
 
     async def _call(
         self,

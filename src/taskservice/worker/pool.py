@@ -199,9 +199,10 @@ class WorkerPool:
 
     async def _execute(self, task: Task, lease: Lease) -> None:
         try:
-            outcome = await self._run_agent(task, RunLedger(self.ledger, self.store, task, lease))
+            ledger = RunLedger(self.ledger, self.store, task, lease)
+            outcome = await self._run_agent(task, ledger)
             self._finishing.add(task.id)
-            await self._finish(task, lease, outcome)
+            await self._finish(task, ledger, outcome)
         except (asyncio.CancelledError, LeaseLost):
             # Cancelled by the API, lease lost, or shutdown: not ours to write.
             log.info("task %s: run stopped (attempt %d)", task.id, lease.attempt)
@@ -234,7 +235,7 @@ class WorkerPool:
             error = {"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
             return Failed(error, ledger.usage)
 
-    async def _finish(self, task: Task, lease: Lease, outcome: Outcome) -> None:
+    async def _finish(self, task: Task, ledger: RunLedger, outcome: Outcome) -> None:
         values: dict[str, Any]
         if isinstance(outcome, Completed):
             target = TaskState.COMPLETED
@@ -245,10 +246,8 @@ class WorkerPool:
         else:
             target = TaskState.FAILED
             values = {"error": outcome.error, "usage": outcome.usage}
-        written = await self.store.transition(
-            task.id, source=TaskState.RUNNING, target=target, lease=lease, values=values
-        )
-        if written is None:
+        # One fenced statement: the outcome, and the run's last messages before it.
+        if not await ledger.finish(target, values):
             log.info("task %s: outcome dropped, the task is no longer ours", task.id)
             return
         # Parked parents resume when their last subtask finishes; a parent that just
