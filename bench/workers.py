@@ -11,7 +11,8 @@ both commits NOTIFY, and this script LISTENs on one connection, so the latency i
 the gap between the two notifications (delivery delay cancels out). Throughput is
 tasks completed per second in the saturation phase. CPU per task is the server
 process's CPU time over the saturation phase, beside the CPU of a bare pydantic-ai
-run of the same agent measured in this process.
+run of the same agent (as the server builds it) measured in this process, on the
+same event loop.
 
 A third phase runs `taskservice worker` alone on a fresh database and writes the
 same number of tasks straight to the table: the worker's CPU per task without the
@@ -179,16 +180,24 @@ async def worker_phase(server: str, count: int, concurrency: int) -> tuple[float
 
 
 async def bare_agent_cpu_us(runs: int = 2000) -> float:
-    from pydantic_ai import Agent
+    """The same agent the server runs (its default profile, as the catalog builds it:
+    instructions, tools, output types), run bare with `agent.run`, on the same event
+    loop as the server (this script runs on uvloop where the server does)."""
+    from pydantic_ai.usage import UsageLimits
 
-    from taskservice.agents import offline_model
+    from taskservice.agents import AgentCatalog
+    from taskservice.settings import Settings
 
-    agent = Agent(offline_model(), instructions="You are a helpful sub-agent.")
+    catalog = AgentCatalog(Settings(database_url=None))
+    profile = catalog.profile("default")
+    assert profile is not None
+    agent = catalog.build(catalog.resolve())
+    limits = UsageLimits(request_limit=profile.request_limit)
     for _ in range(200):
-        await agent.run(PROMPT)
+        await agent.run(PROMPT, usage_limits=limits)
     start = time.process_time()
     for _ in range(runs):
-        await agent.run(PROMPT)
+        await agent.run(PROMPT, usage_limits=limits)
     return (time.process_time() - start) / runs * 1e6
 
 
@@ -276,4 +285,9 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
