@@ -96,10 +96,11 @@ t AS (
 )"""
     binds = [bindparam(f"v_{key}", type_=tasks.c[key].type) for key in value_keys]
     return Statement(
-        text(
-            f"WITH {fenced}, {_MESSAGES_AND_CALLS}, {_EVENTS} SELECT t.* FROM t"
-        ).bindparams(*_BINDS[:4], *_MESSAGE_BINDS, *binds)
+        text(f"WITH {fenced}, {_MESSAGES_AND_CALLS}, {_EVENTS} SELECT t.* FROM t").bindparams(
+            *_BINDS[:4], *_MESSAGE_BINDS, *binds
+        )
     )
+
 
 # Events alone (progress, log).
 _APPEND_EVENTS = Statement(
