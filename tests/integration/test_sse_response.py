@@ -14,6 +14,7 @@ import httpx
 import pytest
 from sse_starlette import sse as upstream
 
+from taskservice.api.sse import StreamGate
 from taskservice.events import TaskWatchers
 from tests.conftest import LiveFactory, wait_for
 
@@ -99,3 +100,62 @@ async def test_server_shutdown_ends_open_streams(make_live: LiveFactory) -> None
         lines = await asyncio.wait_for(reader, timeout=5)
         assert lines[0] == "event: snapshot"
         await wait_for(lambda: watchers.watched == 0, timeout=5)
+
+
+async def first_line(response: httpx.Response) -> str:
+    async for line in response.aiter_lines():
+        if line:
+            return line
+    return ""
+
+
+async def test_streams_are_set_up_a_few_at_a_time_and_give_their_slot_back(
+    make_live: LiveFactory,
+) -> None:
+    async with (
+        make_live() as live,
+        httpx.AsyncClient(base_url=live.url, timeout=10) as client,
+    ):
+        gate = live.app.stream_gate = StreamGate(1, wait=30)
+        task = (await client.post("/v1/tasks", json={"input": "x"})).json()
+        path = f"/v1/tasks/{task['id']}/events"
+        assert await gate.enter()  # another stream is being set up
+
+        async def open_stream() -> str:
+            async with client.stream("GET", path, headers=STREAM) as response:
+                return await first_line(response)
+
+        opening = asyncio.create_task(open_stream())
+        await asyncio.sleep(0.5)
+        assert not opening.done()  # waiting for the slot, before any routing
+        gate.leave()
+        assert (await asyncio.wait_for(opening, 5)) == "event: snapshot"
+        assert gate.in_setup == 0
+
+        # Once its first event is out, an open stream holds no slot.
+        async with client.stream("GET", path, headers=STREAM) as response:
+            assert await first_line(response) == "event: snapshot"
+            assert gate.in_setup == 0
+        # Nor do answers that are not streams: the JSON event log, a 404.
+        assert (await client.get(path)).status_code == 200
+        missing = await client.get("/v1/tasks/00000000-0000-0000-0000-000000000000/events")
+        assert missing.status_code == 404
+        assert gate.in_setup == 0
+        assert gate.waited_out == 0
+
+
+async def test_a_held_up_gate_delays_a_stream_by_its_wait_at_most(make_live: LiveFactory) -> None:
+    async with (
+        make_live() as live,
+        httpx.AsyncClient(base_url=live.url, timeout=10) as client,
+    ):
+        gate = live.app.stream_gate = StreamGate(1, wait=0.3)
+        task = (await client.post("/v1/tasks", json={"input": "x"})).json()
+        assert await gate.enter()  # a setup that never finishes
+        started = time.monotonic()
+        path = f"/v1/tasks/{task['id']}/events"
+        async with client.stream("GET", path, headers=STREAM) as response:
+            assert await first_line(response) == "event: snapshot"
+        assert 0.3 <= time.monotonic() - started < 3
+        assert gate.waited_out == 1
+        assert gate.in_setup == 1  # only the slot held above

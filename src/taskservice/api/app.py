@@ -18,7 +18,7 @@ from taskservice.api import errors
 from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
 from taskservice.api.routes import agents, events, health, messages, tasks, tokens, webhooks
-from taskservice.api.sse import run_streams_after_routing
+from taskservice.api.sse import StreamGate, run_streams_after_routing
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
 
@@ -31,10 +31,13 @@ Authenticate with `Authorization: Bearer <API key>` (see `taskservice keys creat
 
 
 class TaskServiceApp(FastAPI):
-    """FastAPI, with SSE streams run after the app has returned (`api.sse`)."""
+    """FastAPI, with SSE streams run after the app has returned, and set up a few at a
+    time (`api.sse`)."""
+
+    stream_gate: StreamGate | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await run_streams_after_routing(super().__call__, scope, receive, send)
+        await run_streams_after_routing(super().__call__, scope, receive, send, self.stream_gate)
 
 
 _NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
@@ -76,6 +79,8 @@ def create_app(
         lifespan=lifespan,
         telemetry=None if settings.otel else _NO_TELEMETRY,
     )
+    # As many streams set up at once as there are database connections to do it.
+    app.stream_gate = StreamGate(settings.db_pool_size)
     _document_auth(app)
     errors.install(app)
     app.include_router(tasks.router)

@@ -31,7 +31,7 @@ from typing import Any
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from sse_starlette import sse as _upstream
 from sse_starlette.event import ensure_bytes
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Where `run_streams_after_routing` collects a stream the route returned.
 _DEFERRED = "taskservice.deferred_stream"
@@ -63,9 +63,25 @@ class _StopOnShutdown:
         self.response._stop(None, finish=True)
 
 
+# Header lines every stream sends alike, built once: a stream keeps its headers for
+# as long as it is open (`raw_headers`), and each pair costs three objects.
+_SHARED_HEADERS: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}
+_SHARED_HEADERS_MAX = 64
+
+
+def _shared(header: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+    shared = _SHARED_HEADERS.get(header)
+    if shared is not None:
+        return shared
+    if len(_SHARED_HEADERS) < _SHARED_HEADERS_MAX:
+        _SHARED_HEADERS[header] = header
+    return header
+
+
 class LeanEventSourceResponse(EventSourceResponse):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.raw_headers = [_shared(header) for header in self.raw_headers]
         # asyncio's lock makes its waiter queue only when someone waits; anyio's
         # allocates one per response.
         self._send_lock = asyncio.Lock()  # type: ignore[assignment]
@@ -98,9 +114,9 @@ class LeanEventSourceResponse(EventSourceResponse):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         deferred = scope.get(_DEFERRED)
         if deferred is not None:
-            # `run_streams_after_routing` runs it once the app has returned, with the
-            # receive and send it got here (CORS and error middleware wrap `send`).
-            deferred.append((self, receive, send))
+            # `run_streams_after_routing` runs it once the app has returned; the
+            # response start goes out through the `send` it got here (CORS).
+            deferred.append((self, send))
             return
         if not self._lean(scope):
             await super().__call__(scope, receive, send)
@@ -177,17 +193,96 @@ class LeanEventSourceResponse(EventSourceResponse):
                 await self._send_with_timeout(send, message)
 
 
-Parked = tuple[LeanEventSourceResponse, Receive, Send]
+Parked = tuple[LeanEventSourceResponse, Send]
+
+
+class StreamGate:
+    """At most `limit` streams are being set up at once (routing, authentication, the
+    snapshot and the first page of replay); the others wait their turn.
+
+    A crowd of clients connecting together (every browser after a replica restarts)
+    would otherwise be set up all at once: a thousand requests' worth of frames,
+    rows and JSON alive together, waiting for the database pool, and freed in an
+    order that leaves the heap fragmented under the streams that stay. Admitted a
+    few at a time, they reuse the same memory: opening 1,000 streams at once then
+    costs about what opening them one by one does. A request that waits longer than
+    `wait` seconds goes ahead anyway, so a stuck setup delays others by that at most.
+    """
+
+    def __init__(self, limit: int, *, wait: float = 5.0) -> None:
+        self._slots = asyncio.Semaphore(limit)
+        self._wait = wait
+        self.in_setup = 0  # slots taken
+        self.waited_out = 0  # requests that went ahead without a slot
+
+    async def enter(self) -> bool:
+        """True: a slot was taken, to give back with `leave`."""
+        if self._slots.locked():
+            try:
+                async with asyncio.timeout(self._wait):
+                    await self._slots.acquire()
+            except TimeoutError:
+                self.waited_out += 1
+                return False
+        else:
+            await self._slots.acquire()
+        self.in_setup += 1
+        return True
+
+    def leave(self) -> None:
+        self.in_setup -= 1
+        self._slots.release()
+
+
+def _is_stream_request(scope: Scope) -> bool:
+    path: str = scope["path"]
+    return path.endswith("/events")  # /v1/events, /v1/tasks/{id}/events
+
+
+class _StartThenServer:
+    """The `send` of a stream run after routing: the response start goes through the
+    app's middleware (CORS adds its headers there), the body straight to the server.
+    Once the first body message is out (the stream is set up), the stream's gate
+    slot is given back.
+
+    Once the app has returned, the middleware's send wrappers only forward body
+    messages (their bookkeeping, "has the response started", is never read again),
+    so the stream need not keep their closures alive. This holds for the middleware
+    `create_app` installs; one that rewrites bodies (compression) must not wrap
+    streams."""
+
+    __slots__ = ("_gate", "_server", "_start")
+
+    def __init__(self, start: Send, server: Send, gate: StreamGate | None) -> None:
+        self._start: Send | None = start
+        self._server = server
+        self._gate = gate
+
+    async def __call__(self, message: Message) -> None:
+        start = self._start
+        if start is not None:
+            self._start = None
+            await start(message)
+            return
+        await self._server(message)
+        self.opened()
+
+    def opened(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.leave()
 
 
 async def run_streams_after_routing(
-    app: ASGIApp, scope: Scope, receive: Receive, send: Send
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send, gate: StreamGate | None = None
 ) -> None:
     """Call `app`; if it answered with a stream, run the stream once `app` has
     returned: for the hours a stream may stay open, it then keeps none of the
-    middleware, routing and endpoint frames, the request's exit stacks or its
-    `Request` alive — only the `send` and `receive` it was given, which still pass
-    through the middleware's wrappers (CORS headers, the error handler's bookkeeping).
+    middleware, routing and endpoint frames, the request's exit stacks, its
+    `Request` or the middleware's send wrappers alive. The response start still
+    passes through the middleware (`_StartThenServer`); the stream reads the
+    server's `receive` (a GET stream has no body, only the disconnect to hear).
+    With a `gate`, stream requests are set up a few at a time (`StreamGate`).
 
     The route's dependencies have been closed by then; a stream must not need them
     (the task streams hold only the runtime's long-lived objects). An error raised
@@ -197,13 +292,28 @@ async def run_streams_after_routing(
     if scope["type"] != "http" or scope["method"] != "GET":
         await app(scope, receive, send)
         return
+    if gate is None or not _is_stream_request(scope) or not await gate.enter():
+        gate = None
     deferred: list[Parked] = []
     scope[_DEFERRED] = deferred
-    await app(scope, receive, send)
-    del scope[_DEFERRED]
+    try:
+        await app(scope, receive, send)
+    finally:
+        del scope[_DEFERRED]
+        if not deferred and gate is not None:
+            gate.leave()  # no stream: the answer is out
     if deferred:
-        stream, stream_receive, stream_send = deferred.pop()
+        stream, start = deferred.pop()
         del deferred
-        for key in [key for key in scope if key.startswith("fastapi_")]:
-            del scope[key]  # the request's exit stacks: closed, and heavy
-        await stream(scope, stream_receive, stream_send)
+        # Drop the request's exit stacks (closed, and heavy), and rebuild the scope
+        # (the server keeps it for the stream's life) without the room routing grew.
+        kept = {key: value for key, value in scope.items() if not key.startswith("fastapi_")}
+        scope.clear()
+        scope.update(kept)
+        del kept
+        sender = _StartThenServer(start, send, gate)
+        del start, gate
+        try:
+            await stream(scope, receive, sender)
+        finally:
+            sender.opened()  # ended before its first event: the slot goes back all the same

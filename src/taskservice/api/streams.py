@@ -23,7 +23,7 @@ from taskservice.aio import wait_until
 from taskservice.api.schemas import EventOut, TaskOut
 from taskservice.api.sse import LeanEventSourceResponse, keep_alive
 from taskservice.events import TaskWatchers, Watermark
-from taskservice.models import EventFilter, Task
+from taskservice.models import EventFilter, Task, TaskEvent
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.states import TaskState
@@ -75,6 +75,7 @@ async def task_events(
         ping_every = settings.stream_ping_seconds or math.inf
         next_ping = clock() + ping_every
         last = after
+        event: TaskEvent | None = None
         while True:
             dirty.clear()
             page = await service.events(
@@ -90,6 +91,7 @@ async def task_events(
                     return
             more = page.next_after is not None
             del page
+            event = None  # nor the last event sent
             if more:
                 continue  # more to replay
             if finished:
