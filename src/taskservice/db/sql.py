@@ -68,8 +68,11 @@ def _jsonb_encode(text: str) -> bytes:
     return b"\x01" + text.encode()  # jsonb's binary format: a version byte, then text
 
 
+_decode_json = json.JSONDecoder().decode  # from str: json.loads(bytes) sniffs the encoding
+
+
 def _jsonb_decode(data: bytes) -> Any:
-    return json.loads(data[1:])
+    return _decode_json(data[1:].decode())
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -79,7 +82,11 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         "jsonb", encoder=_jsonb_encode, decoder=_jsonb_decode, schema="pg_catalog", format="binary"
     )
     await conn.set_type_codec(
-        "json", encoder=str.encode, decoder=json.loads, schema="pg_catalog", format="binary"
+        "json",
+        encoder=str.encode,
+        decoder=lambda data: _decode_json(data.decode()),
+        schema="pg_catalog",
+        format="binary",
     )
 
 
