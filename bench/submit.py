@@ -80,6 +80,14 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) 
     raise SystemExit(f"{url} not ready")
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far, user and system (the loopback socket's share
+    included)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def parse_wrk(output: str) -> dict[str, float]:
     def ms(text: str) -> float:
         value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
@@ -89,7 +97,14 @@ def parse_wrk(output: str) -> dict[str, float]:
     p50 = ms(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
     p99 = ms(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    return {"rps": rps, "p50": p50, "p99": p99, "non2xx": float(errors.group(1)) if errors else 0}
+    requests = float(re.search(r"(\d+) requests in", output).group(1))  # type: ignore[union-attr]
+    return {
+        "rps": rps,
+        "p50": p50,
+        "p99": p99,
+        "non2xx": float(errors.group(1)) if errors else 0,
+        "requests": requests,
+    }
 
 
 def run_wrk(url: str, seconds: int) -> dict[str, float]:
@@ -179,7 +194,11 @@ def main() -> None:
         results: dict[str, list[dict[str, float]]] = {name: [] for name in urls}
         for _ in range(args.rounds):
             for name in urls:
-                results[name].append(run_wrk(urls[name], args.seconds))
+                pid = servers["bare" if name.startswith("bare") else name].pid
+                cpu_before = cpu_seconds(pid)
+                result = run_wrk(urls[name], args.seconds)
+                result["cpu_us"] = (cpu_seconds(pid) - cpu_before) / result["requests"] * 1e6
+                results[name].append(result)
     finally:
         for process in servers.values():
             process.send_signal(signal.SIGTERM)
@@ -190,12 +209,15 @@ def main() -> None:
         f"POST /v1/tasks, {CONNECTIONS} connections, {args.rounds} x {args.seconds}s rounds "
         f"(medians), {os.cpu_count()} CPUs, PostgreSQL at {server.rsplit('@', 1)[-1]}"
     )
-    print(f"{'':14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
+    print(f"{'':14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'CPU us/req':>11}")
     medians = {}
     for name, runs in results.items():
         medians[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         m = medians[name]
-        print(f"{name:14} {m['rps']:9.0f} {m['p50']:8.2f} {m['p99']:8.2f} {m['non2xx']:8.0f}")
+        print(
+            f"{name:14} {m['rps']:9.0f} {m['p50']:8.2f} {m['p99']:8.2f} {m['non2xx']:8.0f} "
+            f"{m['cpu_us']:11.0f}"
+        )
     ratio = medians["taskservice"]["rps"] / medians["bare"]["rps"]
     same = medians["taskservice"]["rps"] / medians["bare-same-sql"]["rps"]
     print(f"ratio taskservice / bare:          {ratio:.2f} (target >= 0.80)")

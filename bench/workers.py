@@ -6,6 +6,10 @@ offline agent. Two phases:
 - light: tasks submitted at a fixed rate (default 50/s);
 - saturation: tasks submitted as fast as 32 concurrent clients can.
 
+The clients are keep-alive sockets writing each request at once, as wrk does, so
+the load generator takes little of the two cores it shares with the server;
+`--client httpx` submits through httpx instead, as earlier sessions did.
+
 Pickup latency is from the commit of a task's submit to the commit of its claim:
 both commits NOTIFY, and this script LISTENs on one connection, so the latency is
 the gap between the two notifications (delivery delay cancels out). Throughput is
@@ -19,6 +23,7 @@ same number of tasks straight to the table: the worker's CPU per task without th
 HTTP API's share.
 
     .venv/bin/python bench/workers.py [--light-rate 50] [--light-seconds 10] [--burst 3000]
+                                      [--client raw|httpx]
 
 Uses TASKSERVICE_DATABASE_URL's server, else the local one at 127.0.0.1:5432.
 """
@@ -27,12 +32,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import asyncpg
 import httpx
@@ -40,6 +48,7 @@ import httpx
 sys.path.insert(0, os.path.dirname(__file__))
 from submit import (
     DEFAULT_SERVER,
+    cpu_seconds,
     drop_database,
     free_port,
     make_database,
@@ -49,12 +58,6 @@ from submit import (
 
 CONCURRENCY = 32
 PROMPT = "Summarise the A2A protocol in one sentence."
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -93,30 +96,85 @@ class Watcher:
         ]
 
 
-async def submit(client: httpx.AsyncClient) -> uuid.UUID:
-    response = await client.post("/v1/tasks", json={"input": PROMPT})
-    response.raise_for_status()
-    return uuid.UUID(response.json()["id"])
+Submit = Callable[[], Awaitable[uuid.UUID]]
+BODY = json.dumps({"input": PROMPT}).encode()
 
 
-async def light_phase(client: httpx.AsyncClient, rate: float, seconds: float) -> set[uuid.UUID]:
+class Connection:
+    """One keep-alive HTTP/1.1 connection that submits a task per request, written
+    at once (as wrk and curl send a small request): the load generator stays light
+    on the cores it shares with the server. (httpx costs the client ~1.5 ms of CPU
+    per request here, and caps submits near 550/s.)"""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        return cls(*await asyncio.open_connection("127.0.0.1", port))
+
+    async def submit(self) -> uuid.UUID:
+        self.writer.write(
+            b"POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY)
+        )
+        status = await self.reader.readline()
+        if b" 201 " not in status:
+            raise RuntimeError(f"submit answered {status!r}")
+        length = 0
+        while (line := await self.reader.readline()) != b"\r\n":
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return uuid.UUID(json.loads(await self.reader.readexactly(length))["id"])
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@asynccontextmanager
+async def submitters(kind: str, port: int, count: int) -> AsyncIterator[list[Submit]]:
+    """`count` ways to submit a task concurrently: raw connections, or one httpx
+    client (`--client httpx`, the earlier sessions' load generator)."""
+    if kind == "httpx":
+        limits = httpx.Limits(max_connections=count)
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30
+        ) as client:
+
+            async def submit() -> uuid.UUID:
+                response = await client.post("/v1/tasks", json={"input": PROMPT})
+                response.raise_for_status()
+                return uuid.UUID(response.json()["id"])
+
+            yield [submit] * count
+        return
+    connections = [await Connection.open(port) for _ in range(count)]
+    try:
+        yield [connection.submit for connection in connections]
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+async def light_phase(submit: Submit, rate: float, seconds: float) -> set[uuid.UUID]:
     ids: set[uuid.UUID] = set()
     start = time.perf_counter()
     for n in range(int(rate * seconds)):
         await asyncio.sleep(max(0.0, start + n / rate - time.perf_counter()))
-        ids.add(await submit(client))
+        ids.add(await submit())
     return ids
 
 
-async def burst_phase(client: httpx.AsyncClient, count: int) -> set[uuid.UUID]:
+async def burst_phase(submits: list[Submit], count: int) -> set[uuid.UUID]:
     queue = iter(range(count))
     ids: set[uuid.UUID] = set()
 
-    async def submitter() -> None:
+    async def submitter(submit: Submit) -> None:
         for _ in queue:
-            ids.add(await submit(client))
+            ids.add(await submit())
 
-    await asyncio.gather(*(submitter() for _ in range(CONCURRENCY)))
+    await asyncio.gather(*(submitter(submit) for submit in submits))
     return ids
 
 
@@ -207,6 +265,12 @@ async def main() -> None:
     parser.add_argument("--light-seconds", type=float, default=10)
     parser.add_argument("--burst", type=int, default=3000)
     parser.add_argument("--worker-concurrency", type=int, default=16)
+    parser.add_argument(
+        "--client",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="how the bench submits: keep-alive sockets, one write per request (raw), or httpx",
+    )
     args = parser.parse_args()
 
     server = os.environ.get("TASKSERVICE_DATABASE_URL", DEFAULT_SERVER)
@@ -223,22 +287,19 @@ async def main() -> None:
         wait_ready(f"http://127.0.0.1:{port}/readyz", process)
         listener = await asyncpg.connect(url)
         await listener.add_listener("taskservice_events", watcher.on_notify)
-        limits = httpx.Limits(max_connections=CONCURRENCY)
-        async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30
-        ) as client:
+        async with submitters(args.client, port, CONCURRENCY) as submits:
             for _ in range(100):  # warm up
-                await submit(client)
+                await submits[0]()
             await asyncio.sleep(1)
 
-            light = await light_phase(client, args.light_rate, args.light_seconds)
+            light = await light_phase(submits[0], args.light_rate, args.light_seconds)
             await asyncio.sleep(1)
 
             watcher.completed, watcher.expected = 0, args.burst
             watcher.done.clear()
             cpu_before = cpu_seconds(process.pid)
             started = time.perf_counter()
-            burst = await burst_phase(client, args.burst)
+            burst = await burst_phase(submits, args.burst)
             await asyncio.wait_for(watcher.done.wait(), timeout=300)
             elapsed = time.perf_counter() - started
             cpu_used = cpu_seconds(process.pid) - cpu_before
