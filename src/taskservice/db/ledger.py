@@ -92,13 +92,13 @@ t AS (
                      event_seq = tasks.event_seq + jsonb_array_length(:p_events),
                      updated_at = now(), {", ".join(changes)}
     WHERE id = :p_id AND state = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt
-    RETURNING tasks.*
+    RETURNING id, tenant, event_seq, attempt
 )"""
     binds = [bindparam(f"v_{key}", type_=tasks.c[key].type) for key in value_keys]
     return Statement(
-        text(f"WITH {fenced}, {_MESSAGES_AND_CALLS}, {_EVENTS} SELECT t.* FROM t").bindparams(
-            *_BINDS[:4], *_MESSAGE_BINDS, *binds
-        )
+        text(
+            f"WITH {fenced}, {_MESSAGES_AND_CALLS}, {_EVENTS} SELECT count(*) AS n FROM t"
+        ).bindparams(*_BINDS[:4], *_MESSAGE_BINDS, *binds)
     )
 
 
@@ -228,10 +228,10 @@ class LedgerStore:
         messages: Sequence[dict[str, Any]],
         calls: Sequence[dict[str, Any]],
         events: Sequence[dict[str, Any]],
-    ) -> Row | None:
+    ) -> bool:
         """Move the task from `running` to `target` with `values`, writing the run's
-        last `messages` (their `calls` and `events`) first. The task's row, or None:
-        the lease is gone and nothing was written."""
+        last `messages` (their `calls` and `events`) first. False: the lease is gone
+        and nothing was written."""
         check_transition(TaskState.RUNNING, target)
         change = {"type": "state_change", "data": {"from": "running", "to": target.value}}
         params = self._fence(task_id, lease, [*events, change], None) | {
@@ -239,7 +239,7 @@ class LedgerStore:
             "p_calls": list(calls),
             **{f"v_{key}": value for key, value in values.items()},
         }
-        return await self.db.fetchrow(_finish_statement(target, tuple(sorted(values))), params)
+        return await self._written(_finish_statement(target, tuple(sorted(values))), params)
 
     async def append_events(
         self, task_id: uuid.UUID, *, lease: Lease, events: Sequence[dict[str, Any]]

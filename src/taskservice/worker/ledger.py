@@ -222,10 +222,9 @@ class RunLedger:
         nothing was written."""
         staged = self.staged or {"messages": [], "calls": [], "events": []}
         self.staged = None
-        row = await self.store.finish(
+        return await self.store.finish(
             self.task.id, lease=self.lease, target=target, values=values, **staged
         )
-        return row is not None
 
     async def _call(
         self,
