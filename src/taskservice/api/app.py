@@ -17,7 +17,7 @@ from taskservice.agents import ToolFunction
 from taskservice.api import errors
 from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
-from taskservice.api.routes import agents, events, health, messages, tasks, tokens, webhooks
+from taskservice.api.routes import a2a, agents, events, health, messages, tasks, tokens, webhooks
 from taskservice.api.sse import StreamGate, run_streams_after_routing
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
@@ -90,6 +90,7 @@ def create_app(
     app.include_router(events.router)
     app.include_router(webhooks.router)
     app.include_router(health.router)
+    app.include_router(a2a.router)
     app.add_middleware(RequestGuard, max_bytes=settings.max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(

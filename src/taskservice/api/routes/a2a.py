@@ -1,0 +1,374 @@
+"""The A2A binding (protocol 0.3, JSON-RPC 2.0): the agent card and `POST /a2a`.
+
+Another agent talks to taskservice as to any A2A agent: `message/send` starts a
+task (or, with `taskId`, answers the task that waits for input), `tasks/get` and
+`tasks/cancel` follow it. The methods run on the same service as the REST API, so
+tenants, limits, idempotency and the state machine are the same. What is not built
+yet answers with its A2A error and the agent card says so: streaming
+(`message/stream`, `tasks/resubscribe`; use the REST event stream) and push
+notification configs (use `/v1/webhooks`).
+
+| taskservice      | A2A              |
+| ---------------- | ---------------- |
+| `pending`        | `submitted`      |
+| `running`        | `working`        |
+| `input_required` | `input-required` |
+| `completed`      | `completed`      |
+| `failed`         | `failed`         |
+| `cancelled`      | `canceled`       |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from taskservice import __version__
+from taskservice.api.deps import CallerContext, get_caller
+from taskservice.api.errors import problem_responses
+from taskservice.errors import Conflict, DatabaseUnavailable, NotFound, ServiceError
+from taskservice.ids import uuid7
+from taskservice.models import Task
+from taskservice.states import TaskState
+
+router = APIRouter(tags=["a2a"])
+
+PROTOCOL_VERSION = "0.3.0"
+_STATES = {
+    TaskState.PENDING: "submitted",
+    TaskState.RUNNING: "working",
+    TaskState.INPUT_REQUIRED: "input-required",
+    TaskState.COMPLETED: "completed",
+    TaskState.FAILED: "failed",
+    TaskState.CANCELLED: "canceled",
+}
+
+# JSON-RPC 2.0 and A2A error codes.
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+TASK_NOT_FOUND = -32001
+TASK_NOT_CANCELABLE = -32002
+PUSH_NOT_SUPPORTED = -32003
+UNSUPPORTED_OPERATION = -32004
+CONTENT_TYPE_NOT_SUPPORTED = -32005
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+# -- params ------------------------------------------------------------------------
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class A2AMessage(_Params):
+    kind: Literal["message"] = "message"
+    role: Literal["user", "agent"]
+    parts: list[dict[str, Any]] = Field(min_length=1)
+    message_id: str = Field(alias="messageId", min_length=1, max_length=200)
+    task_id: str | None = Field(default=None, alias="taskId")
+    context_id: str | None = Field(default=None, alias="contextId", max_length=200)
+    metadata: dict[str, Any] | None = None
+
+
+class SendConfiguration(_Params):
+    blocking: bool = False
+
+
+class SendParams(_Params):
+    message: A2AMessage
+    configuration: SendConfiguration | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class TaskIdParams(_Params):
+    id: str
+
+
+# -- mapping -------------------------------------------------------------------------
+
+
+def _content(parts: list[dict[str, Any]]) -> Any:
+    """A task's input from a message's parts: its text parts joined, or the data of
+    a lone data part. Files are not accepted."""
+    texts: list[str] = []
+    data: list[Any] = []
+    for part in parts:
+        kind = part.get("kind")
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "data" and "data" in part:
+            data.append(part["data"])
+        elif kind == "file":
+            raise RpcError(CONTENT_TYPE_NOT_SUPPORTED, "file parts are not supported; send text")
+        else:
+            raise RpcError(INVALID_PARAMS, f"unknown or malformed part: {part.get('kind')!r}")
+    if texts and not data:
+        return "\n".join(texts)
+    if len(data) == 1 and not texts:
+        return data[0]
+    raise RpcError(INVALID_PARAMS, "send text parts, or one data part")
+
+
+def _agent_message(task: Task, text: str) -> dict[str, Any]:
+    context = task.context_id or str(task.id)
+    return {
+        "kind": "message",
+        "role": "agent",
+        "messageId": f"{task.id}:{task.event_seq}",
+        "taskId": str(task.id),
+        "contextId": context,
+        "parts": [{"kind": "text", "text": text}],
+    }
+
+
+def a2a_task(task: Task) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "state": _STATES[task.state],
+        "timestamp": task.updated_at.isoformat(),
+    }
+    if task.state is TaskState.INPUT_REQUIRED:
+        request = task.input_request or {}
+        questions = [str(q.get("question") or "") for q in request.get("questions", [])]
+        waiting = "\n".join(questions) if questions else "waiting for its subtasks"
+        status["message"] = _agent_message(task, waiting)
+    elif task.state is TaskState.FAILED and task.error:
+        status["message"] = _agent_message(task, str(task.error.get("message", task.error)))
+    out: dict[str, Any] = {
+        "kind": "task",
+        "id": str(task.id),
+        "contextId": task.context_id or str(task.id),
+        "status": status,
+        "metadata": {**task.metadata, "taskservice": {"state": task.state.value}},
+    }
+    if task.state is TaskState.COMPLETED:
+        result = task.result
+        if isinstance(result, str):
+            part: dict[str, Any] = {"kind": "text", "text": result}
+        else:  # a data part holds an object
+            part = {
+                "kind": "data",
+                "data": result if isinstance(result, dict) else {"result": result},
+            }
+        out["artifacts"] = [{"artifactId": f"{task.id}:result", "name": "result", "parts": [part]}]
+    return out
+
+
+def _params(model: type[_Params], raw: Any) -> Any:
+    try:
+        return model.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors(include_url=False)]
+        raise RpcError(INVALID_PARAMS, "invalid params", {"errors": errors}) from None
+
+
+# -- methods -------------------------------------------------------------------------
+
+
+async def message_send(caller: CallerContext, raw: Any) -> dict[str, Any]:
+    params: SendParams = _params(SendParams, raw)
+    message = params.message
+    if message.role != "user":
+        raise RpcError(INVALID_PARAMS, "a message to the agent has role 'user'")
+    content = _content(message.parts)
+    service = caller.service
+    if message.task_id is not None:
+        # A reply to a task that waits for input answers its question.
+        if not isinstance(content, str):
+            raise RpcError(INVALID_PARAMS, "answer a question with text")
+        task = await service.provide_input(
+            tenant=caller.tenant, task_id=message.task_id, answer=content
+        )
+    else:
+        options = {**(params.metadata or {}), **(message.metadata or {})}
+        agent, model = options.get("agent"), options.get("model")
+        task, _ = await service.submit(
+            tenant=caller.tenant,
+            input=content,
+            agent=agent if isinstance(agent, str) else None,
+            model=model if isinstance(model, str) else None,
+            metadata={"a2a": {"messageId": message.message_id}},
+            context_id=message.context_id or str(uuid7()),
+            # A retried message (same messageId) finds the task it created.
+            idempotency_key=f"a2a:{message.message_id}",
+        )
+    if params.configuration is not None and params.configuration.blocking:
+        task = await service.wait(
+            tenant=caller.tenant, task_id=str(task.id), seconds=service.settings.max_wait_seconds
+        )
+    return a2a_task(task)
+
+
+async def tasks_get(caller: CallerContext, raw: Any) -> dict[str, Any]:
+    params: TaskIdParams = _params(TaskIdParams, raw)
+    return a2a_task(await caller.service.get(tenant=caller.tenant, task_id=params.id))
+
+
+async def tasks_cancel(caller: CallerContext, raw: Any) -> dict[str, Any]:
+    params: TaskIdParams = _params(TaskIdParams, raw)
+    try:
+        task = await caller.service.cancel(tenant=caller.tenant, task_id=params.id)
+    except Conflict as exc:
+        raise RpcError(TASK_NOT_CANCELABLE, "Task cannot be canceled", exc.detail) from None
+    return a2a_task(task)
+
+
+async def _unsupported(caller: CallerContext, raw: Any) -> dict[str, Any]:
+    raise RpcError(
+        UNSUPPORTED_OPERATION,
+        "This operation is not supported",
+        "streaming is not built yet: follow a task with GET /v1/tasks/{id}/events (SSE)",
+    )
+
+
+async def _no_push(caller: CallerContext, raw: Any) -> dict[str, Any]:
+    raise RpcError(
+        PUSH_NOT_SUPPORTED,
+        "Push Notification is not supported",
+        "register webhooks with POST /v1/webhooks instead",
+    )
+
+
+Method = Callable[[CallerContext, Any], Awaitable[dict[str, Any]]]
+METHODS: dict[str, Method] = {
+    "message/send": message_send,
+    "tasks/get": tasks_get,
+    "tasks/cancel": tasks_cancel,
+    "message/stream": _unsupported,
+    "tasks/resubscribe": _unsupported,
+    "tasks/pushNotificationConfig/set": _no_push,
+    "tasks/pushNotificationConfig/get": _no_push,
+    "tasks/pushNotificationConfig/list": _no_push,
+    "tasks/pushNotificationConfig/delete": _no_push,
+}
+
+
+def _error(request_id: Any, error: RpcError) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.data is not None:
+        body["data"] = error.data
+    return {"jsonrpc": "2.0", "id": request_id, "error": body}
+
+
+def _from_service(exc: ServiceError) -> RpcError:
+    data = {"detail": exc.detail, **exc.extensions}
+    if isinstance(exc, NotFound):
+        return RpcError(TASK_NOT_FOUND, "Task not found", data)
+    if isinstance(exc, DatabaseUnavailable):
+        return RpcError(INTERNAL_ERROR, "Internal error", {**data, "retryable": True})
+    return RpcError(INVALID_PARAMS, exc.detail, data)
+
+
+async def dispatch(caller: CallerContext, body: bytes) -> dict[str, Any]:
+    """One JSON-RPC request in, one response out (errors are responses too)."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return _error(None, RpcError(PARSE_ERROR, "Invalid JSON payload"))
+    if not isinstance(request, dict):
+        return _error(None, RpcError(INVALID_REQUEST, "one JSON-RPC request object, no batch"))
+    request_id = request.get("id")
+    if (
+        request.get("jsonrpc") != "2.0"
+        or not isinstance(request.get("method"), str)
+        or not isinstance(request_id, str | int)
+        or isinstance(request_id, bool)
+    ):
+        error = RpcError(INVALID_REQUEST, "Request payload validation error")
+        valid_id = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+        return _error(request_id if valid_id else None, error)
+    method = METHODS.get(request["method"])
+    if method is None:
+        return _error(request_id, RpcError(METHOD_NOT_FOUND, "Method not found"))
+    try:
+        result = await method(caller, request.get("params"))
+    except RpcError as exc:
+        return _error(request_id, exc)
+    except ServiceError as exc:
+        return _error(request_id, _from_service(exc))
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+# -- routes --------------------------------------------------------------------------
+
+_RPC_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["jsonrpc", "id", "method"],
+                    "properties": {
+                        "jsonrpc": {"const": "2.0"},
+                        "id": {"type": ["string", "integer"]},
+                        "method": {"enum": sorted(METHODS)},
+                        "params": {"type": "object"},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/a2a",
+    operation_id="a2aJsonRpc",
+    summary="A2A JSON-RPC 2.0: message/send, tasks/get, tasks/cancel",
+    response_description="A JSON-RPC response: `result`, or `error` with an A2A code",
+    responses=problem_responses(401, 413, 415),
+    openapi_extra=_RPC_BODY,
+)
+async def a2a_rpc(request: Request) -> Response:
+    caller = await get_caller(request)  # a missing or bad key is a 401, as on /v1
+    response = await dispatch(caller, await request.body())
+    return Response(json.dumps(response), media_type="application/json")
+
+
+@router.get(
+    "/.well-known/agent-card.json",
+    operation_id="a2aAgentCard",
+    summary="The A2A agent card: skills (agent profiles), endpoint, auth",
+)
+async def agent_card(request: Request) -> dict[str, Any]:
+    runtime = request.app.state.runtime
+    profiles = runtime.catalog.profiles.values()
+    base = str(request.base_url).rstrip("/")
+    return {
+        "protocolVersion": PROTOCOL_VERSION,
+        "name": "taskservice",
+        "description": "Runs LLM sub-agents as durable tasks. Pick a skill (an agent "
+        "profile) with the message's `metadata.agent`, and a model with `metadata.model`.",
+        "url": f"{base}/a2a",
+        "preferredTransport": "JSONRPC",
+        "version": __version__,
+        "capabilities": {"streaming": False, "pushNotifications": False},
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": [
+            {
+                "id": profile.name,
+                "name": profile.name,
+                "description": profile.description or f"the {profile.name} agent profile",
+                "tags": ["agent-profile"],
+            }
+            for profile in profiles
+        ],
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "security": [{"bearer": []}],
+    }

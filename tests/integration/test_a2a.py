@@ -1,0 +1,236 @@
+"""The A2A binding: agent card and JSON-RPC methods, on the real app and database."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.keys import ApiKeyStore
+from taskservice.db.tables import tasks
+from tests.conftest import ClientFactory, wait_for
+
+
+def text_message(text: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "kind": "message",
+        "role": "user",
+        "messageId": fields.pop("messageId", str(uuid.uuid4())),
+        "parts": [{"kind": "text", "text": text}],
+        **fields,
+    }
+
+
+async def rpc(
+    client: httpx.AsyncClient, method: str, params: Any = None, **headers: str
+) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": "r1", "method": method, "params": params}
+    response = await client.post("/a2a", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    assert answer["jsonrpc"] == "2.0"
+    assert answer["id"] == "r1"
+    return answer
+
+
+async def until_a2a_state(client: httpx.AsyncClient, task_id: str, state: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        task: dict[str, Any] = (await rpc(client, "tasks/get", {"id": task_id}))["result"]
+        return task if task["status"]["state"] == state else None
+
+    return await wait_for(check, timeout=20)  # type: ignore[no-any-return]
+
+
+async def test_the_agent_card_names_the_endpoint_and_the_profiles_as_skills(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client() as client:
+        card = (await client.get("/.well-known/agent-card.json")).json()
+    assert card["protocolVersion"] == "0.3.0"
+    assert card["url"] == "http://testserver/a2a"
+    assert card["preferredTransport"] == "JSONRPC"
+    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    assert [skill["id"] for skill in card["skills"]] == ["default"]
+    assert card["security"] == [{"bearer": []}]
+
+
+async def test_a_message_starts_a_task_that_completes_with_an_artifact(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client(workers_enabled=True) as client:
+        sent = await rpc(client, "message/send", {"message": text_message("What is A2A?")})
+        task = sent["result"]
+        assert task["kind"] == "task"
+        assert task["status"]["state"] in ("submitted", "working", "completed")
+        assert task["contextId"]  # one is made when the message brings none
+        done = await until_a2a_state(client, task["id"], "completed")
+        assert done["contextId"] == task["contextId"]
+        [artifact] = done["artifacts"]
+        [part] = artifact["parts"]
+        assert part["kind"] == "text"
+        assert "What is A2A?" in part["text"]
+        # The same task on the REST API.
+        rest = (await client.get(f"/v1/tasks/{task['id']}")).json()
+        assert rest["state"] == "completed"
+        assert rest["context_id"] == task["contextId"]
+        assert rest["result"] == part["text"]
+
+
+async def test_blocking_send_answers_with_the_finished_task(make_client: ClientFactory) -> None:
+    async with make_client(workers_enabled=True) as client:
+        params = {"message": text_message("quick"), "configuration": {"blocking": True}}
+        task = (await rpc(client, "message/send", params))["result"]
+    assert task["status"]["state"] == "completed"
+    assert task["artifacts"]
+
+
+async def test_a_resent_message_finds_the_task_it_created(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    message = text_message("once", messageId="m-123", contextId="ctx-1")
+    async with make_client() as client:
+        first = (await rpc(client, "message/send", {"message": message}))["result"]
+        again = (await rpc(client, "message/send", {"message": message}))["result"]
+        other = {**message, "parts": [{"kind": "text", "text": "something else"}]}
+        reused = await rpc(client, "message/send", {"message": other})
+    assert again["id"] == first["id"]
+    assert first["contextId"] == "ctx-1"
+    assert reused["error"]["code"] == -32602  # the messageId names another message
+    async with db.connect() as conn:
+        count = (await conn.execute(select(func.count()).select_from(tasks))).scalar_one()
+    assert count == 1
+
+
+def asks_then_answers() -> FunctionModel:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        replies = [
+            part.content
+            for message in messages
+            for part in message.parts
+            if getattr(part, "tool_name", None) == "ask_user" and hasattr(part, "content")
+        ]
+        if not replies:
+            return ModelResponse(
+                parts=[ToolCallPart("ask_user", {"question": "Which colour?"}, tool_call_id="q1")]
+            )
+        return ModelResponse(parts=[TextPart(f"painted {replies[-1]}")])
+
+    return FunctionModel(answer)
+
+
+async def test_a_task_waiting_for_input_is_answered_by_a_message_naming_it(
+    make_client: ClientFactory,
+) -> None:
+    models = {"asker": asks_then_answers()}
+    async with make_client(models=models, workers_enabled=True) as client:
+        params = {"message": text_message("paint it"), "metadata": {"model": "asker"}}
+        asked = (await rpc(client, "message/send", params))["result"]
+        task = (await rpc(client, "message/send", {"message": text_message("other")}))["result"]
+        waiting = await until_a2a_state(client, asked["id"], "input-required")
+        assert waiting["status"]["message"]["role"] == "agent"
+        assert waiting["status"]["message"]["parts"] == [{"kind": "text", "text": "Which colour?"}]
+        reply = text_message("blue", taskId=asked["id"], contextId=waiting["contextId"])
+        resumed = (await rpc(client, "message/send", {"message": reply}))["result"]
+        assert resumed["id"] == asked["id"]
+        assert resumed["status"]["state"] == "working"
+        done = await until_a2a_state(client, asked["id"], "completed")
+        assert done["artifacts"][0]["parts"][0]["text"] == "painted blue"
+        # A task that waits for nothing cannot be answered.
+        finished = await until_a2a_state(client, task["id"], "completed")
+        late = text_message("too late", taskId=finished["id"])
+        refused = await rpc(client, "message/send", {"message": late})
+        assert refused["error"]["code"] == -32602
+        assert "not waiting for input" in refused["error"]["message"]
+
+
+async def test_cancel_and_its_errors(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        task = (await rpc(client, "message/send", {"message": text_message("x")}))["result"]
+        cancelled = (await rpc(client, "tasks/cancel", {"id": task["id"]}))["result"]
+        assert cancelled["status"]["state"] == "canceled"
+        again = (await rpc(client, "tasks/cancel", {"id": task["id"]}))["result"]
+        assert again["status"]["state"] == "canceled"  # idempotent
+        missing = await rpc(client, "tasks/get", {"id": str(uuid.uuid4())})
+        assert missing["error"]["code"] == -32001
+        assert (await rpc(client, "tasks/cancel", {"id": "nope"}))["error"]["code"] == -32001
+
+
+async def test_a_finished_task_is_not_cancelable(make_client: ClientFactory) -> None:
+    async with make_client(workers_enabled=True) as client:
+        params = {"message": text_message("done soon"), "configuration": {"blocking": True}}
+        task = (await rpc(client, "message/send", params))["result"]
+        assert task["status"]["state"] == "completed"
+        refused = await rpc(client, "tasks/cancel", {"id": task["id"]})
+    assert refused["error"]["code"] == -32002
+    assert "completed" in refused["error"]["data"]
+
+
+async def test_protocol_errors(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+
+        async def raw(body: bytes) -> dict[str, Any]:
+            response = await client.post(
+                "/a2a", content=body, headers={"Content-Type": "application/json"}
+            )
+            assert response.status_code == 200
+            answer: dict[str, Any] = response.json()
+            return answer
+
+        assert (await raw(b"{not json"))["error"]["code"] == -32700
+        assert (await raw(b"[]"))["error"]["code"] == -32600
+        no_version = await raw(b'{"id": 1, "method": "tasks/get", "params": {"id": "x"}}')
+        assert no_version == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": -32600, "message": "Request payload validation error"},
+        }
+        assert (await rpc(client, "tasks/delete", {}))["error"]["code"] == -32601
+        no_message = await rpc(client, "message/send", {})
+        assert no_message["error"]["code"] == -32602
+        assert no_message["error"]["data"]["errors"][0]["loc"] == ["message"]
+        file_part = text_message("x")
+        file_part["parts"] = [{"kind": "file", "file": {"uri": "https://example.com/a.pdf"}}]
+        assert (await rpc(client, "message/send", {"message": file_part}))["error"][
+            "code"
+        ] == -32005
+        stream = await rpc(client, "message/stream", {"message": text_message("x")})
+        assert stream["error"]["code"] == -32004
+        push = await rpc(client, "tasks/pushNotificationConfig/set", {"id": "x"})
+        assert push["error"]["code"] == -32003
+        # Bad input changes nothing.
+        listed = (await client.get("/v1/tasks")).json()["tasks"]
+        assert listed == []
+
+
+async def test_a2a_is_scoped_to_the_caller_s_tenant(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    keys = ApiKeyStore(db)
+    alice, _ = await keys.create(tenant="alice")
+    bob, _ = await keys.create(tenant="bob")
+    as_alice = {"Authorization": f"Bearer {alice}"}
+    as_bob = {"Authorization": f"Bearer {bob}"}
+    async with make_client() as client:
+        anonymous = await client.post(
+            "/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {}}
+        )
+        assert anonymous.status_code == 401
+        params = {"message": text_message("alice's")}
+        task = (await rpc(client, "message/send", params, **as_alice))["result"]
+        assert (await rpc(client, "tasks/get", {"id": task["id"]}, **as_bob))["error"][
+            "code"
+        ] == -32001
+        assert (await rpc(client, "tasks/cancel", {"id": task["id"]}, **as_bob))["error"][
+            "code"
+        ] == -32001
+        reply = text_message("hijack", taskId=task["id"])
+        assert (await rpc(client, "message/send", {"message": reply}, **as_bob))["error"][
+            "code"
+        ] == -32001
+        mine = (await rpc(client, "tasks/get", {"id": task["id"]}, **as_alice))["result"]
+        assert mine["status"]["state"] == "submitted"
