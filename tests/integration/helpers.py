@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -55,3 +57,22 @@ async def event_types(engine: AsyncEngine, task_id: uuid.UUID) -> list[tuple[int
 async def count(engine: AsyncEngine, table: Any) -> int:
     async with engine.connect() as conn:
         return int((await conn.execute(select(func.count()).select_from(table))).scalar_one())
+
+
+def asks_for_a_colour() -> FunctionModel:
+    """A model that asks the user (`ask_user`) which colour, then paints with the
+    answer: "painted <answer>"."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        replies = [
+            part.content
+            for message in messages
+            for part in message.parts
+            if getattr(part, "tool_name", None) == "ask_user" and hasattr(part, "content")
+        ]
+        if not replies:
+            call = ToolCallPart("ask_user", {"question": "Which colour?"}, tool_call_id="q1")
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart(f"painted {replies[-1]}")])
+
+    return FunctionModel(answer)

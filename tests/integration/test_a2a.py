@@ -6,14 +6,13 @@ import uuid
 from typing import Any
 
 import httpx
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.tables import tasks
 from tests.conftest import ClientFactory, wait_for
+from tests.integration.helpers import asks_for_a_colour
 
 
 def text_message(text: str, **fields: Any) -> dict[str, Any]:
@@ -106,27 +105,10 @@ async def test_a_resent_message_finds_the_task_it_created(
     assert count == 1
 
 
-def asks_then_answers() -> FunctionModel:
-    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        replies = [
-            part.content
-            for message in messages
-            for part in message.parts
-            if getattr(part, "tool_name", None) == "ask_user" and hasattr(part, "content")
-        ]
-        if not replies:
-            return ModelResponse(
-                parts=[ToolCallPart("ask_user", {"question": "Which colour?"}, tool_call_id="q1")]
-            )
-        return ModelResponse(parts=[TextPart(f"painted {replies[-1]}")])
-
-    return FunctionModel(answer)
-
-
 async def test_a_task_waiting_for_input_is_answered_by_a_message_naming_it(
     make_client: ClientFactory,
 ) -> None:
-    models = {"asker": asks_then_answers()}
+    models = {"asker": asks_for_a_colour()}
     async with make_client(models=models, workers_enabled=True) as client:
         params = {"message": text_message("paint it"), "metadata": {"model": "asker"}}
         asked = (await rpc(client, "message/send", params))["result"]
