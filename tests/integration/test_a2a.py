@@ -97,12 +97,17 @@ async def test_a_resent_message_finds_the_task_it_created(
         again = (await rpc(client, "message/send", {"message": message}))["result"]
         other = {**message, "parts": [{"kind": "text", "text": "something else"}]}
         reused = await rpc(client, "message/send", {"message": other})
+        no_context = text_message("no context", messageId="m-456")
+        fresh = (await rpc(client, "message/send", {"message": no_context}))["result"]
+        retried = (await rpc(client, "message/send", {"message": no_context}))["result"]
     assert again["id"] == first["id"]
     assert first["contextId"] == "ctx-1"
+    assert retried["id"] == fresh["id"]  # the context made up for it is the same too
+    assert retried["contextId"] == fresh["contextId"]
     assert reused["error"]["code"] == -32602  # the messageId names another message
     async with db.connect() as conn:
         count = (await conn.execute(select(func.count()).select_from(tasks))).scalar_one()
-    assert count == 1
+    assert count == 2
 
 
 async def test_a_task_waiting_for_input_is_answered_by_a_message_naming_it(

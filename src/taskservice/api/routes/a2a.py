@@ -21,6 +21,7 @@ notification configs (use `/v1/webhooks`).
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -31,13 +32,13 @@ from taskservice import __version__
 from taskservice.api.deps import CallerContext, get_caller
 from taskservice.api.errors import problem_responses
 from taskservice.errors import Conflict, DatabaseUnavailable, NotFound, ServiceError
-from taskservice.ids import uuid7
 from taskservice.models import Task
 from taskservice.states import TaskState
 
 router = APIRouter(tags=["a2a"])
 
 PROTOCOL_VERSION = "0.3.0"
+_CONTEXTS = uuid.UUID("5b0c2f0e-8d55-4b8a-9a57-3f6d2f1a2a00")  # names made-up contexts
 _STATES = {
     TaskState.PENDING: "submitted",
     TaskState.RUNNING: "working",
@@ -202,7 +203,9 @@ async def message_send(caller: CallerContext, raw: Any) -> dict[str, Any]:
             agent=agent if isinstance(agent, str) else None,
             model=model if isinstance(model, str) else None,
             metadata={"a2a": {"messageId": message.message_id}},
-            context_id=message.context_id or str(uuid7()),
+            # A message without a context starts one, named after the message so
+            # that a retry names the same one.
+            context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, message.message_id)),
             # A retried message (same messageId) finds the task it created.
             idempotency_key=f"a2a:{message.message_id}",
         )
