@@ -1,4 +1,5 @@
-"""Interoperability: the official A2A Python SDK as the client, over real HTTP.
+"""Interoperability: the official A2A Python SDK as the client, over real HTTP,
+polling and streaming.
 
 The SDK (1.x) reads the agent card, sees protocol 0.3 and talks to `/a2a` through
 its 0.3 compatibility layer, which validates every answer against the 0.3 types.
@@ -7,10 +8,13 @@ its 0.3 compatibility layer, which validates every answer against the 0.3 types.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
-from a2a.client import ClientConfig, create_client
+from a2a.client import Client, ClientConfig, create_client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -18,6 +22,7 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -36,21 +41,32 @@ def send_request(text: str, *, task_id: str = "", wait: bool = True) -> SendMess
     return request
 
 
-async def sent_task(client: object, request: SendMessageRequest) -> Task:
-    tasks = [event.task async for event in client.send_message(request)]  # type: ignore[attr-defined]
+async def sent_task(client: Client, request: SendMessageRequest) -> Task:
+    tasks = [event.task async for event in client.send_message(request)]
     assert len(tasks) == 1
     return tasks[0]
 
 
+@asynccontextmanager
+async def a2a_client(
+    make_live: LiveFactory, *, streaming: bool, asker: bool = False
+) -> AsyncIterator[Client]:
+    """The SDK's client for a live server (with workers whose default model asks the
+    user a question, when `asker`), found from the server's agent card."""
+    settings: dict[str, Any] = {}
+    if asker:
+        settings = {
+            "models": {"asker": asks_for_a_colour()},
+            "workers_enabled": True,
+            "default_model": "asker",
+        }
+    async with make_live(**settings) as live, httpx.AsyncClient(timeout=30) as http:
+        config = ClientConfig(streaming=streaming, httpx_client=http)
+        yield await create_client(live.url, client_config=config)
+
+
 async def test_the_a2a_sdk_sends_follows_answers_and_cancels(make_live: LiveFactory) -> None:
-    models = {"asker": asks_for_a_colour()}
-    async with (
-        make_live(models=models, workers_enabled=True, default_model="asker") as live,
-        httpx.AsyncClient(timeout=30) as http,
-    ):
-        client = await create_client(
-            live.url, client_config=ClientConfig(streaming=False, httpx_client=http)
-        )
+    async with a2a_client(make_live, streaming=False, asker=True) as client:
         # A blocking send: the answer comes once the task waits for input.
         asked = await sent_task(client, send_request("paint the fence"))
         assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
@@ -72,11 +88,28 @@ async def test_the_a2a_sdk_sends_follows_answers_and_cancels(make_live: LiveFact
 
 
 async def test_the_a2a_sdk_cancels_a_task_it_did_not_wait_for(make_live: LiveFactory) -> None:
-    async with make_live() as live, httpx.AsyncClient(timeout=30) as http:  # no workers
-        client = await create_client(
-            live.url, client_config=ClientConfig(streaming=False, httpx_client=http)
-        )
+    async with a2a_client(make_live, streaming=False) as client:  # no workers
         task = await sent_task(client, send_request("later", wait=False))
         assert task.status.state == TaskState.TASK_STATE_SUBMITTED
         cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_the_a2a_sdk_streams_a_task_to_its_end(make_live: LiveFactory) -> None:
+    async with a2a_client(make_live, streaming=True, asker=True) as client:
+        first = [event async for event in client.send_message(send_request("paint the door"))]
+        assert first[0].HasField("task")
+        task_id = first[0].task.id
+        paused = first[-1].status_update
+        assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert paused.status.message.parts[0].text == "Which colour?"
+
+        resubscribed = [
+            event async for event in client.subscribe(SubscribeToTaskRequest(id=task_id))
+        ]
+        assert [e.task.status.state for e in resubscribed] == [TaskState.TASK_STATE_INPUT_REQUIRED]
+
+        rest = [e async for e in client.send_message(send_request("red", task_id=task_id))]
+        artifacts = [e.artifact_update.artifact for e in rest if e.HasField("artifact_update")]
+        assert [a.parts[0].text for a in artifacts] == ["painted red"]
+        assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from typing import Any
 
 import httpx
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.tables import tasks
-from tests.conftest import ClientFactory, wait_for
+from tests.conftest import ClientFactory, LiveFactory, wait_for
 from tests.integration.helpers import asks_for_a_colour
 
 
@@ -53,7 +57,7 @@ async def test_the_agent_card_names_the_endpoint_and_the_profiles_as_skills(
     assert card["protocolVersion"] == "0.3.0"
     assert card["url"] == "http://testserver/a2a"
     assert card["preferredTransport"] == "JSONRPC"
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
     assert [skill["id"] for skill in card["skills"]] == ["default"]
     assert card["security"] == [{"bearer": []}]
 
@@ -185,8 +189,6 @@ async def test_protocol_errors(make_client: ClientFactory) -> None:
         assert (await rpc(client, "message/send", {"message": file_part}))["error"][
             "code"
         ] == -32005
-        stream = await rpc(client, "message/stream", {"message": text_message("x")})
-        assert stream["error"]["code"] == -32004
         push = await rpc(client, "tasks/pushNotificationConfig/set", {"id": "x"})
         assert push["error"]["code"] == -32003
         # Bad input changes nothing.
@@ -221,3 +223,93 @@ async def test_a2a_is_scoped_to_the_caller_s_tenant(
         ] == -32001
         mine = (await rpc(client, "tasks/get", {"id": task["id"]}, **as_alice))["result"]
         assert mine["status"]["state"] == "submitted"
+
+
+async def stream_results(
+    client: httpx.AsyncClient, method: str, params: Any
+) -> tuple[str, list[dict[str, Any]]]:
+    """POST a streaming method; the content type and every JSON-RPC response it
+    sent, read until the server ends the stream."""
+    body = {"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}
+    answers: list[dict[str, Any]] = []
+    async with client.stream("POST", "/a2a", json=body) as response:
+        assert response.status_code == 200
+        content_type = response.headers["content-type"]
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                answers.append(json.loads(line[len("data: ") :]))
+    assert all(a["jsonrpc"] == "2.0" and a["id"] == "s1" for a in answers)
+    return content_type, answers
+
+
+def slow_model(seconds: float) -> FunctionModel:
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(seconds)
+        return ModelResponse(parts=[TextPart("slowly done")])
+
+    return FunctionModel(answer)
+
+
+async def test_message_stream_sends_the_task_then_each_update_until_the_final_one(
+    make_live: LiveFactory,
+) -> None:
+    async with (
+        make_live(models={"slow": slow_model(0.3)}, workers_enabled=True) as live,
+        httpx.AsyncClient(base_url=live.url, timeout=10) as client,
+    ):
+        params = {"message": text_message("take your time"), "metadata": {"model": "slow"}}
+        content_type, answers = await stream_results(client, "message/stream", params)
+    assert content_type.startswith("text/event-stream")
+    results = [answer["result"] for answer in answers]
+    first, *updates = results
+    assert first["kind"] == "task"
+    assert first["status"]["state"] in ("submitted", "working")
+    kinds = [(u["kind"], u.get("status", {}).get("state"), u.get("final")) for u in updates]
+    expected = [
+        ("artifact-update", None, None),
+        ("status-update", "completed", True),
+    ]
+    if first["status"]["state"] == "submitted":
+        expected.insert(0, ("status-update", "working", False))
+    assert kinds == expected
+    assert updates[-2]["artifact"]["parts"] == [{"kind": "text", "text": "slowly done"}]
+    assert {u["taskId"] for u in updates} == {first["id"]}
+    assert {u["contextId"] for u in updates} == {first["contextId"]}
+
+
+async def test_a_stream_pauses_for_input_and_the_answer_streams_to_the_end(
+    make_live: LiveFactory,
+) -> None:
+    async with (
+        make_live(models={"asker": asks_for_a_colour()}, workers_enabled=True) as live,
+        httpx.AsyncClient(base_url=live.url, timeout=10) as client,
+    ):
+        params = {"message": text_message("paint"), "metadata": {"model": "asker"}}
+        _, asked = await stream_results(client, "message/stream", params)
+        last = asked[-1]["result"]
+        task_id = asked[0]["result"]["id"]
+        waiting = last.get("status", {})
+        assert waiting["state"] == "input-required"
+        assert waiting["message"]["parts"] == [{"kind": "text", "text": "Which colour?"}]
+        assert last.get("final", True) is True
+        # Resubscribing to a task that waits: the task, and the stream ends.
+        _, again = await stream_results(client, "tasks/resubscribe", {"id": task_id})
+        assert [a["result"]["status"]["state"] for a in again] == ["input-required"]
+        # The answer, streamed: on to the end.
+        reply = {"message": text_message("green", taskId=task_id)}
+        _, rest = await stream_results(client, "message/stream", reply)
+    final = rest[-1]["result"]
+    assert final["status"]["state"] == "completed"
+    assert final["final"] is True
+    artifact = next(a["result"] for a in rest if a["result"]["kind"] == "artifact-update")
+    assert artifact["artifact"]["parts"][0]["text"] == "painted green"
+
+
+async def test_a_streaming_method_reports_errors_in_its_stream(make_live: LiveFactory) -> None:
+    async with make_live() as live, httpx.AsyncClient(base_url=live.url, timeout=10) as client:
+        content_type, bad = await stream_results(client, "message/stream", {})
+        assert content_type.startswith("text/event-stream")
+        assert [a["error"]["code"] for a in bad] == [-32602]
+        _, missing = await stream_results(client, "tasks/resubscribe", {"id": str(uuid.uuid4())})
+        assert [a["error"]["code"] for a in missing] == [-32001]
+        assert (await client.get("/v1/tasks")).json()["tasks"] == []  # nothing was created

@@ -2,11 +2,13 @@
 
 Another agent talks to taskservice as to any A2A agent: `message/send` starts a
 task (or, with `taskId`, answers the task that waits for input), `tasks/get` and
-`tasks/cancel` follow it. The methods run on the same service as the REST API, so
-tenants, limits, idempotency and the state machine are the same. What is not built
-yet answers with its A2A error and the agent card says so: streaming
-(`message/stream`, `tasks/resubscribe`; use the REST event stream) and push
-notification configs (use `/v1/webhooks`).
+`tasks/cancel` follow it; `message/stream` and `tasks/resubscribe` answer with SSE:
+the task, then a status update per state it moves to, read from its event log and
+woken by the event hub like the REST event stream, until the final one (terminal,
+or waiting for input). The methods run on the same service as the REST API, so
+tenants, limits, idempotency and the state machine are the same. Push notification
+configs are not built (they answer A2A's error, and the card says so): register
+webhooks with `/v1/webhooks`.
 
 | taskservice      | A2A              |
 | ---------------- | ---------------- |
@@ -20,18 +22,22 @@ notification configs (use `/v1/webhooks`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import ServerSentEvent
 
 from taskservice import __version__
 from taskservice.api.deps import CallerContext, get_caller
 from taskservice.api.errors import problem_responses
+from taskservice.api.streams import event_stream
 from taskservice.errors import Conflict, DatabaseUnavailable, NotFound, ServiceError
+from taskservice.events import TaskWatchers
 from taskservice.models import Task
 from taskservice.states import TaskState
 
@@ -137,18 +143,33 @@ def _agent_message(task: Task, text: str) -> dict[str, Any]:
     }
 
 
-def a2a_task(task: Task) -> dict[str, Any]:
-    status: dict[str, Any] = {
-        "state": _STATES[task.state],
-        "timestamp": task.updated_at.isoformat(),
-    }
-    if task.state is TaskState.INPUT_REQUIRED:
+def _status(task: Task, state: TaskState) -> dict[str, Any]:
+    """The A2A status of `task` in `state` (its state now, or the one an event moved
+    it to): the question it waits on, or the error it failed with, as the message."""
+    status: dict[str, Any] = {"state": _STATES[state], "timestamp": task.updated_at.isoformat()}
+    if state is not task.state:
+        return status
+    if state is TaskState.INPUT_REQUIRED:
         request = task.input_request or {}
         questions = [str(q.get("question") or "") for q in request.get("questions", [])]
         waiting = "\n".join(questions) if questions else "waiting for its subtasks"
         status["message"] = _agent_message(task, waiting)
-    elif task.state is TaskState.FAILED and task.error:
+    elif state is TaskState.FAILED and task.error:
         status["message"] = _agent_message(task, str(task.error.get("message", task.error)))
+    return status
+
+
+def _artifact(task: Task) -> dict[str, Any]:
+    result = task.result
+    if isinstance(result, str):
+        part: dict[str, Any] = {"kind": "text", "text": result}
+    else:  # a data part holds an object
+        part = {"kind": "data", "data": result if isinstance(result, dict) else {"result": result}}
+    return {"artifactId": f"{task.id}:result", "name": "result", "parts": [part]}
+
+
+def a2a_task(task: Task) -> dict[str, Any]:
+    status = _status(task, task.state)
     out: dict[str, Any] = {
         "kind": "task",
         "id": str(task.id),
@@ -157,15 +178,7 @@ def a2a_task(task: Task) -> dict[str, Any]:
         "metadata": {**task.metadata, "taskservice": {"state": task.state.value}},
     }
     if task.state is TaskState.COMPLETED:
-        result = task.result
-        if isinstance(result, str):
-            part: dict[str, Any] = {"kind": "text", "text": result}
-        else:  # a data part holds an object
-            part = {
-                "kind": "data",
-                "data": result if isinstance(result, dict) else {"result": result},
-            }
-        out["artifacts"] = [{"artifactId": f"{task.id}:result", "name": "result", "parts": [part]}]
+        out["artifacts"] = [_artifact(task)]
     return out
 
 
@@ -180,8 +193,8 @@ def _params(model: type[_Params], raw: Any) -> Any:
 # -- methods -------------------------------------------------------------------------
 
 
-async def message_send(caller: CallerContext, raw: Any) -> dict[str, Any]:
-    params: SendParams = _params(SendParams, raw)
+async def _deliver(caller: CallerContext, params: SendParams) -> Task:
+    """A message's task: a new one, or the waiting task the message answers."""
     message = params.message
     if message.role != "user":
         raise RpcError(INVALID_PARAMS, "a message to the agent has role 'user'")
@@ -191,25 +204,31 @@ async def message_send(caller: CallerContext, raw: Any) -> dict[str, Any]:
         # A reply to a task that waits for input answers its question.
         if not isinstance(content, str):
             raise RpcError(INVALID_PARAMS, "answer a question with text")
-        task = await service.provide_input(
+        return await service.provide_input(
             tenant=caller.tenant, task_id=message.task_id, answer=content
         )
-    else:
-        options = {**(params.metadata or {}), **(message.metadata or {})}
-        agent, model = options.get("agent"), options.get("model")
-        task, _ = await service.submit(
-            tenant=caller.tenant,
-            input=content,
-            agent=agent if isinstance(agent, str) else None,
-            model=model if isinstance(model, str) else None,
-            metadata={"a2a": {"messageId": message.message_id}},
-            # A message without a context starts one, named after the message so
-            # that a retry names the same one.
-            context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, message.message_id)),
-            # A retried message (same messageId) finds the task it created.
-            idempotency_key=f"a2a:{message.message_id}",
-        )
+    options = {**(params.metadata or {}), **(message.metadata or {})}
+    agent, model = options.get("agent"), options.get("model")
+    task, _ = await service.submit(
+        tenant=caller.tenant,
+        input=content,
+        agent=agent if isinstance(agent, str) else None,
+        model=model if isinstance(model, str) else None,
+        metadata={"a2a": {"messageId": message.message_id}},
+        # A message without a context starts one, named after the message so that a
+        # retry names the same one.
+        context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, message.message_id)),
+        # A retried message (same messageId) finds the task it created.
+        idempotency_key=f"a2a:{message.message_id}",
+    )
+    return task
+
+
+async def message_send(caller: CallerContext, raw: Any) -> dict[str, Any]:
+    params: SendParams = _params(SendParams, raw)
+    task = await _deliver(caller, params)
     if params.configuration is not None and params.configuration.blocking:
+        service = caller.service
         task = await service.wait(
             tenant=caller.tenant, task_id=str(task.id), seconds=service.settings.max_wait_seconds
         )
@@ -230,14 +249,6 @@ async def tasks_cancel(caller: CallerContext, raw: Any) -> dict[str, Any]:
     return a2a_task(task)
 
 
-async def _unsupported(caller: CallerContext, raw: Any) -> dict[str, Any]:
-    raise RpcError(
-        UNSUPPORTED_OPERATION,
-        "This operation is not supported",
-        "streaming is not built yet: follow a task with GET /v1/tasks/{id}/events (SSE)",
-    )
-
-
 async def _no_push(caller: CallerContext, raw: Any) -> dict[str, Any]:
     raise RpcError(
         PUSH_NOT_SUPPORTED,
@@ -246,13 +257,26 @@ async def _no_push(caller: CallerContext, raw: Any) -> dict[str, Any]:
     )
 
 
+async def stream_send(caller: CallerContext, raw: Any) -> Task:
+    return await _deliver(caller, _params(SendParams, raw))
+
+
+async def stream_resubscribe(caller: CallerContext, raw: Any) -> Task:
+    params: TaskIdParams = _params(TaskIdParams, raw)
+    return await caller.service.get(tenant=caller.tenant, task_id=params.id)
+
+
 Method = Callable[[CallerContext, Any], Awaitable[dict[str, Any]]]
+StreamStart = Callable[[CallerContext, Any], Awaitable[Task]]
+# Streaming methods answer with SSE: each event's data a JSON-RPC response.
+STREAMS: dict[str, StreamStart] = {
+    "message/stream": stream_send,
+    "tasks/resubscribe": stream_resubscribe,
+}
 METHODS: dict[str, Method] = {
     "message/send": message_send,
     "tasks/get": tasks_get,
     "tasks/cancel": tasks_cancel,
-    "message/stream": _unsupported,
-    "tasks/resubscribe": _unsupported,
     "tasks/pushNotificationConfig/set": _no_push,
     "tasks/pushNotificationConfig/get": _no_push,
     "tasks/pushNotificationConfig/list": _no_push,
@@ -276,8 +300,11 @@ def _from_service(exc: ServiceError) -> RpcError:
     return RpcError(INVALID_PARAMS, exc.detail, data)
 
 
-async def dispatch(caller: CallerContext, body: bytes) -> dict[str, Any]:
-    """One JSON-RPC request in, one response out (errors are responses too)."""
+Parsed = tuple[str | int, str, Any]
+
+
+def _parse(body: bytes) -> Parsed | dict[str, Any]:
+    """(id, method, params) of a well-formed request, or the error response."""
     try:
         request = json.loads(body)
     except ValueError:
@@ -285,25 +312,94 @@ async def dispatch(caller: CallerContext, body: bytes) -> dict[str, Any]:
     if not isinstance(request, dict):
         return _error(None, RpcError(INVALID_REQUEST, "one JSON-RPC request object, no batch"))
     request_id = request.get("id")
-    if (
-        request.get("jsonrpc") != "2.0"
-        or not isinstance(request.get("method"), str)
-        or not isinstance(request_id, str | int)
-        or isinstance(request_id, bool)
-    ):
-        error = RpcError(INVALID_REQUEST, "Request payload validation error")
-        valid_id = isinstance(request_id, str | int) and not isinstance(request_id, bool)
-        return _error(request_id if valid_id else None, error)
-    method = METHODS.get(request["method"])
-    if method is None:
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        return _error(None, RpcError(INVALID_REQUEST, "Request payload validation error"))
+    if request.get("jsonrpc") != "2.0" or not isinstance(request.get("method"), str):
+        return _error(request_id, RpcError(INVALID_REQUEST, "Request payload validation error"))
+    name = request["method"]
+    if name not in METHODS and name not in STREAMS:
         return _error(request_id, RpcError(METHOD_NOT_FOUND, "Method not found"))
+    return request_id, name, request.get("params")
+
+
+async def _answer(request_id: str | int, call: Awaitable[Any]) -> tuple[bool, Any]:
+    """(True, result), or (False, the error response)."""
     try:
-        result = await method(caller, request.get("params"))
+        return True, await call
     except RpcError as exc:
-        return _error(request_id, exc)
+        return False, _error(request_id, exc)
     except ServiceError as exc:
-        return _error(request_id, _from_service(exc))
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return False, _error(request_id, _from_service(exc))
+
+
+async def dispatch(caller: CallerContext, body: bytes) -> dict[str, Any]:
+    """One JSON-RPC request in, one response out (errors are responses too)."""
+    parsed = _parse(body)
+    if isinstance(parsed, dict):
+        return parsed
+    request_id, name, params = parsed
+    ok, result = await _answer(request_id, METHODS[name](caller, params))
+    return {"jsonrpc": "2.0", "id": request_id, "result": result} if ok else result
+
+
+def _frame(request_id: str | int, result: dict[str, Any]) -> ServerSentEvent:
+    return ServerSentEvent(data=json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))
+
+
+def _pauses(state: TaskState) -> bool:
+    """The states that end a stream: terminal, or waiting for the client's reply."""
+    return state.is_terminal or state is TaskState.INPUT_REQUIRED
+
+
+async def updates(
+    caller: CallerContext, watchers: TaskWatchers, task: Task, request_id: str | int
+) -> AsyncIterator[ServerSentEvent]:
+    """The task, then a status update for each state it moves to (the result as an
+    artifact before `completed`), from its event log; the last one is `final`.
+    Woken by the event hub, as the REST event stream is."""
+    service, tenant = caller.service, caller.tenant
+    settings = service.settings
+    with watchers.watch(task.id) as changed:
+        # Read once watching: whatever happens next wakes us.
+        current = await service.get(tenant=tenant, task_id=task.id)
+        yield _frame(request_id, a2a_task(current))
+        if _pauses(current.state):
+            return
+        last = current.event_seq
+        clock = asyncio.get_running_loop().time
+        while True:
+            changed.clear()
+            page = await service.events(
+                tenant=tenant, task_id=str(task.id), after=last, limit=settings.max_page_size
+            )
+            for event in page.events:
+                last = event.seq
+                if event.type != "state_change":
+                    continue
+                state = TaskState(event.data["to"])
+                current = await service.get(tenant=tenant, task_id=task.id)
+                ids = {
+                    "taskId": str(current.id),
+                    "contextId": current.context_id or str(current.id),
+                }
+                if state is TaskState.COMPLETED and current.state is TaskState.COMPLETED:
+                    update = {"kind": "artifact-update", **ids, "artifact": _artifact(current)}
+                    yield _frame(request_id, update | {"lastChunk": True})
+                final = _pauses(state)
+                status = _status(current, state)
+                yield _frame(
+                    request_id, {"kind": "status-update", **ids, "status": status, "final": final}
+                )
+                if final:
+                    return
+            if page.next_after is not None:
+                continue  # more to read
+            changed.due = clock() + settings.stream_poll_seconds
+            await changed.wait()
+
+
+async def _error_stream(response: dict[str, Any]) -> AsyncIterator[ServerSentEvent]:
+    yield ServerSentEvent(data=json.dumps(response))
 
 
 # -- routes --------------------------------------------------------------------------
@@ -319,7 +415,7 @@ _RPC_BODY = {
                     "properties": {
                         "jsonrpc": {"const": "2.0"},
                         "id": {"type": ["string", "integer"]},
-                        "method": {"enum": sorted(METHODS)},
+                        "method": {"enum": sorted([*METHODS, *STREAMS])},
                         "params": {"type": "object"},
                     },
                 }
@@ -332,15 +428,30 @@ _RPC_BODY = {
 @router.post(
     "/a2a",
     operation_id="a2aJsonRpc",
-    summary="A2A JSON-RPC 2.0: message/send, tasks/get, tasks/cancel",
-    response_description="A JSON-RPC response: `result`, or `error` with an A2A code",
+    summary="A2A JSON-RPC 2.0: message/send, message/stream, tasks/get, tasks/cancel, "
+    "tasks/resubscribe",
+    response_description="A JSON-RPC response: `result`, or `error` with an A2A code; "
+    "for message/stream and tasks/resubscribe, an SSE stream of them",
     responses=problem_responses(401, 413, 415),
     openapi_extra=_RPC_BODY,
 )
 async def a2a_rpc(request: Request) -> Response:
     caller = await get_caller(request)  # a missing or bad key is a 401, as on /v1
-    response = await dispatch(caller, await request.body())
-    return Response(json.dumps(response), media_type="application/json")
+    body = await request.body()
+    parsed = _parse(body)
+    if isinstance(parsed, dict) or parsed[1] not in STREAMS:
+        response = await dispatch(caller, body)
+        return Response(json.dumps(response), media_type="application/json")
+    # A streaming method answers with SSE, its errors too (clients read the stream).
+    request_id, name, params = parsed
+    runtime = request.app.state.runtime
+    settings = runtime.settings
+    ok, started = await _answer(request_id, STREAMS[name](caller, params))
+    if not ok:
+        return event_stream(_error_stream(started), settings)
+    watchers = runtime.service.watchers
+    assert watchers is not None  # the runtime always gives the service its watchers
+    return event_stream(updates(caller, watchers, started, request_id), settings)
 
 
 @router.get(
@@ -360,7 +471,7 @@ async def agent_card(request: Request) -> dict[str, Any]:
         "url": f"{base}/a2a",
         "preferredTransport": "JSONRPC",
         "version": __version__,
-        "capabilities": {"streaming": False, "pushNotifications": False},
+        "capabilities": {"streaming": True, "pushNotifications": False},
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [
