@@ -130,14 +130,18 @@ def _content(parts: list[dict[str, Any]]) -> Any:
     raise RpcError(INVALID_PARAMS, "send text parts, or one data part")
 
 
+def _context(task: Task) -> str:
+    """A2A requires a context: a task submitted over REST without one is its own."""
+    return task.context_id or str(task.id)
+
+
 def _agent_message(task: Task, text: str) -> dict[str, Any]:
-    context = task.context_id or str(task.id)
     return {
         "kind": "message",
         "role": "agent",
         "messageId": f"{task.id}:{task.event_seq}",
         "taskId": str(task.id),
-        "contextId": context,
+        "contextId": _context(task),
         "parts": [{"kind": "text", "text": text}],
     }
 
@@ -172,7 +176,7 @@ def a2a_task(task: Task) -> dict[str, Any]:
     out: dict[str, Any] = {
         "kind": "task",
         "id": str(task.id),
-        "contextId": task.context_id or str(task.id),
+        "contextId": _context(task),
         "status": status,
         "metadata": {**task.metadata, "taskservice": {"state": task.state.value}},
     }
@@ -331,11 +335,8 @@ async def _answer(request_id: str | int, call: Awaitable[Any]) -> tuple[bool, An
         return False, _error(request_id, _from_service(exc))
 
 
-async def dispatch(caller: CallerContext, body: bytes) -> dict[str, Any]:
-    """One JSON-RPC request in, one response out (errors are responses too)."""
-    parsed = _parse(body)
-    if isinstance(parsed, dict):
-        return parsed
+async def _call(caller: CallerContext, parsed: Parsed) -> dict[str, Any]:
+    """The response to a parsed, non-streaming request (errors are responses too)."""
     request_id, name, params = parsed
     ok, result = await _answer(request_id, METHODS[name](caller, params))
     return {"jsonrpc": "2.0", "id": request_id, "result": result} if ok else result
@@ -377,10 +378,7 @@ async def updates(
                     continue
                 state = TaskState(event.data["to"])
                 current = await service.get(tenant=tenant, task_id=task.id)
-                ids = {
-                    "taskId": str(current.id),
-                    "contextId": current.context_id or str(current.id),
-                }
+                ids = {"taskId": str(current.id), "contextId": _context(current)}
                 if state is TaskState.COMPLETED and current.state is TaskState.COMPLETED:
                     update = {"kind": "artifact-update", **ids, "artifact": _artifact(current)}
                     yield _frame(request_id, update | {"lastChunk": True})
@@ -439,7 +437,7 @@ async def a2a_rpc(request: Request) -> Response:
     body = await request.body()
     parsed = _parse(body)
     if isinstance(parsed, dict) or parsed[1] not in STREAMS:
-        response = await dispatch(caller, body)
+        response = parsed if isinstance(parsed, dict) else await _call(caller, parsed)
         return Response(json.dumps(response), media_type="application/json")
     # A streaming method answers with SSE, its errors too (clients read the stream).
     request_id, name, params = parsed
