@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import json
-import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from taskservice import jsonvalues
 from taskservice.agents import AgentCatalog
 from taskservice.aio import wait_until
 from taskservice.db.ledger import LedgerStore
@@ -45,20 +44,31 @@ _CANCEL_ROUNDS = 8
 
 
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return jsonvalues.encode(value, sort_keys=True)
 
 
 _NUL_MESSAGE = "text must not contain NUL (\\u0000) characters"
-# How json.dumps writes a NUL character: \u0000 after an even number of backslashes
-# (an odd number means a literal backslash followed by "u0000", which is fine).
-_NUL_ESCAPED = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def _check_nul(encoded: str) -> None:
-    """`encoded` is JSON from `_canonical`. PostgreSQL rejects NUL in text and jsonb:
-    refuse it clearly, before any write."""
-    if _NUL_ESCAPED.search(encoded):
-        raise InvalidRequest(_NUL_MESSAGE)
+def _field_json(name: str, value: Any) -> str:
+    """`value` canonically encoded, or a 422 saying where in field `name` it cannot be
+    stored."""
+    try:
+        return _canonical(value)
+    except jsonvalues.JsonRefused as exc:
+        raise jsonvalues.JsonRefused(
+            exc.reason, (name, *exc.path), kind=exc.kind, field=name, **exc.extensions
+        ) from None
+
+
+def _check_input(input: Any) -> None:
+    """What every transport may give a task as input (REST, A2A, the client): text
+    that is not empty, or a JSON object."""
+    if isinstance(input, str):
+        if not input:
+            raise InvalidRequest("input must not be empty", field="input")
+    elif not isinstance(input, dict):
+        raise InvalidRequest("input must be text or a JSON object", field="input")
 
 
 def _settled(task: Task) -> bool:
@@ -123,13 +133,12 @@ class TaskService:
         `webhooks` become the task's own subscriptions, committed with the task, so
         no state change can happen before they exist."""
         metadata = metadata or {}
-        # Encoded once: for the size limits and the NUL check alike.
-        input_json, metadata_json = _canonical(input), _canonical(metadata)
+        _check_input(input)
+        # Encoded once: for the size limits and the storability checks alike.
+        input_json, metadata_json = _field_json("input", input), _field_json("metadata", metadata)
         texts = (system_prompt, agent, model, context_id, idempotency_key)
         if any(text and "\x00" in text for text in texts):
             raise InvalidRequest(_NUL_MESSAGE)
-        _check_nul(input_json)
-        _check_nul(metadata_json)
         self._check_size("input", input_json, self.settings.max_input_bytes)
         self._check_size("metadata", metadata_json, self.settings.max_metadata_bytes)
         spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)
@@ -246,7 +255,7 @@ class TaskService:
         The state is written at once, with every live task below it, and their open
         tool calls are closed; a worker running one of them learns of it and stops.
         """
-        _check_nul(_canonical(reason))
+        _field_json("reason", reason)
         for _ in range(_CANCEL_ROUNDS):
             task = await self.get(tenant=tenant, task_id=task_id)
             if task.state is TaskState.CANCELLED:
@@ -296,7 +305,7 @@ class TaskService:
         assert answers is not None
         if set(answers) != set(asked):
             raise InvalidRequest("answers must answer exactly the questions asked", questions=asked)
-        _check_nul(_canonical(answers))
+        _field_json("answers", answers)
         answered = await self.store.provide_input(task.id, tenant=tenant, answers=answers)
         if answered is None:  # it moved on meanwhile (cancelled, answered by someone else)
             current = await self.get(tenant=tenant, task_id=task_id)

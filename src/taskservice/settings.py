@@ -37,6 +37,9 @@ class Settings(BaseSettings):
 
     # Input limits.
     max_body_bytes: int = 1_048_576
+    # JSON bodies may nest this deep (`jsonvalues`; stored JSON never nests deeper
+    # than jsonvalues.MAX_DEPTH, so this is capped there).
+    max_json_depth: int = Field(default=64, ge=2, le=200)
     max_input_bytes: int = 262_144
     max_metadata_bytes: int = 16_384
     max_page_size: int = 200

@@ -219,5 +219,11 @@ async def test_unknown_routes_are_problem_404s(client: httpx.AsyncClient, db: As
     await assert_problem(await client.get("/v2/whatever"), 404, db)
 
 
-async def test_wrong_method_is_a_problem_405(client: httpx.AsyncClient, db: AsyncEngine) -> None:
-    await assert_problem(await client.delete("/v1/tasks"), 405, db)
+async def test_wrong_method_is_a_problem_405_allowing_every_method_of_the_path(
+    client: httpx.AsyncClient, db: AsyncEngine
+) -> None:
+    response = await client.delete("/v1/tasks")
+    await assert_problem(response, 405, db)
+    assert response.headers["allow"] == "GET, POST"
+    response = await client.put("/v1/webhooks/0193a1c2-0000-7000-8000-000000000000")
+    assert response.headers["allow"] == "DELETE, GET, PATCH"

@@ -43,12 +43,16 @@ class TaskServiceApp(FastAPI):
 _NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 
-def _document_auth(app: FastAPI) -> None:
+def _document(app: FastAPI) -> None:
+    """The OpenAPI document, with what FastAPI cannot see: the bearer scheme, and the
+    problems the request guard answers before a route runs."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            declare_bearer_auth(generate())  # generate() caches what it returns
+            schema = generate()  # generate() caches what it returns
+            declare_bearer_auth(schema)
+            errors.document_problems(schema, jsonrpc_paths=(a2a.PATH,))
         return app.openapi_schema or {}
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -81,7 +85,7 @@ def create_app(
     )
     # As many streams set up at once as there are database connections to do it.
     app.stream_gate = StreamGate(settings.db_pool_size)
-    _document_auth(app)
+    _document(app)
     errors.install(app)
     app.include_router(tasks.router)
     app.include_router(agents.router)
@@ -91,7 +95,12 @@ def create_app(
     app.include_router(webhooks.router)
     app.include_router(health.router)
     app.include_router(a2a.router)
-    app.add_middleware(RequestGuard, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestGuard,
+        max_bytes=settings.max_body_bytes,
+        max_json_depth=settings.max_json_depth,
+        jsonrpc_paths=(a2a.PATH,),
+    )
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+from collections.abc import Collection
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -10,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from taskservice.db import is_unavailable
 from taskservice.errors import ServiceError
@@ -72,6 +76,52 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
+def _documented(status: int) -> dict[str, Any]:
+    doc = problem_responses(status)[status]
+    del doc["model"]  # a schema reference is already in its content
+    return doc
+
+
+def document_problems(schema: dict[str, Any], *, jsonrpc_paths: Collection[str] = ()) -> None:
+    """Say in the OpenAPI `schema` what every route really answers: a route taking a
+    body can answer 400, 413 and 415 (`limits.RequestGuard`, before the route runs;
+    a JSON-RPC path answers malformed JSON with a JSON-RPC error), one behind a key
+    503 when the database is unavailable, and every 422 is a problem document, not
+    FastAPI's default `HTTPValidationError`."""
+    for path, item in schema.get("paths", {}).items():
+        for operation in item.values():
+            responses = operation.setdefault("responses", {})
+            if "requestBody" in operation:
+                statuses = (413, 415) if path in jsonrpc_paths else (400, 413, 415)
+                for status in statuses:
+                    responses.setdefault(str(status), _documented(status))
+            if "401" in responses:  # the routes behind a key are the ones that read the database
+                responses.setdefault("503", _documented(503))
+            if "422" in responses:
+                responses["422"] = _documented(422)
+    components = schema.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if f"#/components/schemas/{unused}" not in json.dumps(schema):
+            components.pop(unused, None)
+
+
+def _allowed_methods(request: Request) -> str:
+    """The methods the OpenAPI document gives this path. Starlette's
+    own `Allow` names only the methods of the first route whose path matched (`POST`
+    for `/v1/webhooks`, which also has `GET`)."""
+    table: list[tuple[re.Pattern[str], set[str]]] | None = getattr(
+        request.app.state, "allowed_methods", None
+    )
+    if table is None:
+        table = [
+            (compile_path(path)[0], {method.upper() for method in item})
+            for path, item in request.app.openapi().get("paths", {}).items()
+        ]
+        request.app.state.allowed_methods = table
+    methods = set().union(*(m for regex, m in table if regex.match(request.url.path)))
+    return ", ".join(sorted(methods))
+
+
 def _location(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
@@ -117,12 +167,15 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request) or headers.get("Allow", "")
     return problem(
         exc.status_code,
         str(exc.detail) if exc.status_code != 404 else "Not found",
         str(exc.detail),
         instance=request.url.path,
-        headers=dict(exc.headers or {}),
+        headers=headers,
     )
 
 

@@ -34,6 +34,23 @@ from sse_starlette.event import ensure_bytes
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Where `run_streams_after_routing` collects a stream the route returned.
+# How the OpenAPI document describes a stream: a sequence of events (each one as a
+# reader of `text/event-stream` sees it).
+SSE_CONTENT: dict[str, Any] = {
+    "text/event-stream": {
+        "schema": {
+            "type": "object",
+            "description": "One server-sent event; `data` is JSON",
+            "properties": {
+                "event": {"type": "string"},
+                "data": {"type": "string"},
+                "id": {"type": "string"},
+                "retry": {"type": "integer"},
+            },
+        }
+    }
+}
+
 _DEFERRED = "taskservice.deferred_stream"
 
 # sse-starlette's per-loop shutdown watcher: it calls `.set()` on every registered

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from taskservice import jsonvalues
 
 
 def async_url(url: str) -> str:
@@ -30,8 +31,10 @@ def asyncpg_dsn(url: str) -> tuple[str, dict[str, Any]]:
 
 
 def dumps_json(value: Any) -> str:
-    """JSON as the service stores it: compact, UTF-8 kept as is."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """JSON as the service stores it: compact, UTF-8 kept as is; a value PostgreSQL
+    could not store or the service could not read back is refused
+    (`jsonvalues.JsonRefused`, a 422) before anything is sent."""
+    return jsonvalues.encode(value)
 
 
 def create_engine(url: str, *, pool_size: int = 20, **kwargs: Any) -> AsyncEngine:
@@ -41,4 +44,6 @@ def create_engine(url: str, *, pool_size: int = 20, **kwargs: Any) -> AsyncEngin
     (see `is_unavailable`)."""
     if "poolclass" not in kwargs:
         kwargs |= {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": 10}
-    return create_async_engine(async_url(url), json_serializer=dumps_json, **kwargs)
+    return create_async_engine(
+        async_url(url), json_serializer=dumps_json, json_deserializer=jsonvalues.decode, **kwargs
+    )

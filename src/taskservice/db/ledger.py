@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
-from sqlalchemy.types import Integer, Text
+from sqlalchemy.types import BigInteger, Integer, Text
 
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import tasks
@@ -159,7 +159,7 @@ SELECT id, tool_call_id, name, arguments, status, result, error, attempt,
 FROM task_calls WHERE task_id = :p_id AND id > :p_after ORDER BY id LIMIT :p_limit
 """).bindparams(
         bindparam("p_id", type_=UUID(as_uuid=True)),
-        bindparam("p_after", type_=Integer),
+        bindparam("p_after", type_=BigInteger),  # task_calls.id is a bigint
         bindparam("p_limit", type_=Integer),
     )
 )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +21,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from taskservice import jsonvalues
 from taskservice.db.engine import asyncpg_dsn, dumps_json
 from taskservice.errors import DatabaseUnavailable
 
@@ -68,7 +68,7 @@ def _jsonb_encode(text: str) -> bytes:
     return b"\x01" + text.encode()  # jsonb's binary format: a version byte, then text
 
 
-_decode_json = json.JSONDecoder().decode  # from str: json.loads(bytes) sniffs the encoding
+_decode_json = jsonvalues.decode  # from str: json.loads(bytes) sniffs the encoding
 
 
 def _jsonb_decode(data: bytes) -> Any:

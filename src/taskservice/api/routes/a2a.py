@@ -35,6 +35,7 @@ from sse_starlette import ServerSentEvent
 from taskservice import __version__
 from taskservice.api.deps import CallerContext, get_caller
 from taskservice.api.errors import problem_responses
+from taskservice.api.sse import SSE_CONTENT
 from taskservice.api.streams import event_stream
 from taskservice.errors import Conflict, DatabaseUnavailable, NotFound, ServiceError
 from taskservice.events import TaskWatchers
@@ -42,6 +43,7 @@ from taskservice.models import Task
 from taskservice.states import TaskState
 
 router = APIRouter(tags=["a2a"])
+PATH = "/a2a"  # the JSON-RPC endpoint
 
 PROTOCOL_VERSION = "0.3.0"
 _CONTEXTS = uuid.UUID("5b0c2f0e-8d55-4b8a-9a57-3f6d2f1a2a00")  # names made-up contexts
@@ -423,13 +425,20 @@ _RPC_BODY = {
 
 
 @router.post(
-    "/a2a",
+    PATH,
     operation_id="a2aJsonRpc",
     summary="A2A JSON-RPC 2.0: message/send, message/stream, tasks/get, tasks/cancel, "
     "tasks/resubscribe",
     response_description="A JSON-RPC response: `result`, or `error` with an A2A code; "
     "for message/stream and tasks/resubscribe, an SSE stream of them",
-    responses=problem_responses(401, 413, 415),
+    responses={
+        200: {
+            "description": "A JSON-RPC response; for message/stream and tasks/resubscribe "
+            "an SSE stream whose events are JSON-RPC responses",
+            "content": SSE_CONTENT,
+        },
+        **problem_responses(401, 413, 415),
+    },
     openapi_extra=_RPC_BODY,
 )
 async def a2a_rpc(request: Request) -> Response:

@@ -11,6 +11,8 @@ from sse_starlette import EventSourceResponse
 from taskservice.api import streams
 from taskservice.api.deps import Reader
 from taskservice.api.errors import problem_responses
+from taskservice.api.params import INT64_MAX
+from taskservice.api.sse import SSE_CONTENT
 from taskservice.models import EventFilter
 from taskservice.runtime import Runtime
 from taskservice.states import TaskState
@@ -27,7 +29,7 @@ router = APIRouter(prefix="/v1/events", tags=["streams"])
             "description": "Every event of the tenant, in global order; the SSE `id` is the "
             "global event id, so `Last-Event-ID` resumes exactly. Without it (or `after`) "
             "the stream starts with what happens next.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": SSE_CONTENT,
         },
         **problem_responses(401, 422),
     },
@@ -43,8 +45,10 @@ async def stream_events(
     context_id: str | None = None,
     parent_id: uuid.UUID | None = None,
     agent: Annotated[str | None, Query(description="Agent profile.")] = None,
-    after: Annotated[int | None, Query(ge=0, description="Events with id > after.")] = None,
-    last_event_id: Annotated[int | None, Header(ge=0)] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=INT64_MAX, description="Events with id > after.")
+    ] = None,
+    last_event_id: Annotated[int | None, Header(ge=0, le=INT64_MAX)] = None,
 ) -> EventSourceResponse:
     runtime: Runtime = request.app.state.runtime
     return streams.event_stream(

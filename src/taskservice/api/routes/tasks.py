@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
@@ -14,6 +13,7 @@ from pydantic import BaseModel
 from taskservice.api import streams
 from taskservice.api.deps import Caller, Reader, get_caller
 from taskservice.api.errors import problem_responses
+from taskservice.api.params import INT32_MAX, INT64_MAX, Timestamp
 from taskservice.api.schemas import (
     CallOut,
     CallPage,
@@ -29,6 +29,7 @@ from taskservice.api.schemas import (
     TaskOut,
     WebhookWithSecret,
 )
+from taskservice.api.sse import SSE_CONTENT
 from taskservice.models import TaskFilter
 from taskservice.states import TaskState
 
@@ -130,8 +131,8 @@ async def list_tasks(
     state: Annotated[list[TaskState], Query(description="Repeat to match any of several.")] = [],  # noqa: B006
     parent_id: uuid.UUID | None = None,
     context_id: str | None = None,
-    created_after: datetime | None = None,
-    created_before: datetime | None = None,
+    created_after: Timestamp | None = None,
+    created_before: Timestamp | None = None,
     cursor: str | None = None,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
 ) -> TaskList:
@@ -164,6 +165,7 @@ async def get_task(
         float,
         Query(
             ge=0,
+            allow_inf_nan=False,
             description="Long poll: answer as soon as the task is finished or waits for "
             "input, or after this many seconds (capped by the server).",
         ),
@@ -203,7 +205,7 @@ async def cancel_task(
             "description": "JSON pages, or with `Accept: text/event-stream` a live stream: "
             "a `snapshot` of the task, then every event after `Last-Event-ID` (or `after`) "
             "with the SSE `id` set to its seq, ending after the terminal state change.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": SSE_CONTENT,
         },
         **problem_responses(401, 404, 422),
     },
@@ -213,10 +215,13 @@ async def list_task_events(
     task_id: TaskId,
     caller: Reader,
     request: Request,
-    after: Annotated[int, Query(ge=0, description="Return events with seq > after.")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=INT32_MAX, description="Return events with seq > after.")
+    ] = 0,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
     last_event_id: Annotated[
-        int | None, Header(ge=0, description="SSE resumption: the last seq received.")
+        int | None,
+        Header(ge=0, le=INT32_MAX, description="SSE resumption: the last seq received."),
     ] = None,
 ) -> EventPage | Response:
     if "text/event-stream" in request.headers.get("accept", ""):
@@ -264,7 +269,9 @@ async def provide_task_input(task_id: TaskId, body: InputGiven, caller: Caller) 
 async def list_task_messages(
     task_id: TaskId,
     caller: Caller,
-    after: Annotated[int, Query(ge=-1, description="Messages with position > after.")] = -1,
+    after: Annotated[
+        int, Query(ge=-1, le=INT32_MAX, description="Messages with position > after.")
+    ] = -1,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
 ) -> MessagePage:
     rows, next_after = await caller.service.messages(
@@ -283,7 +290,7 @@ async def list_task_messages(
 async def list_task_calls(
     task_id: TaskId,
     caller: Caller,
-    after: Annotated[int, Query(ge=0, description="Calls with id > after.")] = 0,
+    after: Annotated[int, Query(ge=0, le=INT64_MAX, description="Calls with id > after.")] = 0,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
 ) -> CallPage:
     rows, next_after = await caller.service.calls(
