@@ -1,13 +1,24 @@
 """Who is calling: API keys → tenant, and the open development mode.
 
 Key lookups are cached for `auth_cache_seconds` (so a revoked key stops working
-within that time) to keep a database round trip off every request.
+within that time) to keep a database round trip off every request. The same bound
+holds for what a key handed out: stream tokens name the key that minted them, and
+open streams re-check their key (`still_valid`) as they poll.
+
+Open mode (requests without a key act as tenant `default`) is for a developer's
+loopback server before the first key: in `auto` mode it ends for good once any key
+has been created, even if every key is later revoked (revoking all keys must not
+re-open a server). `TASKSERVICE_AUTH_MODE=open` turns it on explicitly, still on
+loopback only.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
+import uuid
+from dataclasses import dataclass
 
 from taskservice.db.keys import ApiKeyStore, hash_key
 from taskservice.errors import Unauthorized
@@ -26,22 +37,37 @@ class StartupRefused(RuntimeError):
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class Principal:
+    tenant: str
+    key_id: uuid.UUID | None  # None: open mode, no key
+
+
 class Authenticator:
     def __init__(self, keys: ApiKeyStore, settings: Settings) -> None:
         self.keys = keys
         self.settings = settings
-        self._cache: dict[str, tuple[str | None, float]] = {}
-        self._open_until = 0.0  # open mode confirmed (no active key) until this time
+        self._principals: dict[str, tuple[Principal | None, float]] = {}
+        self._active: dict[uuid.UUID, tuple[bool, float]] = {}
         # Settings do not change while serving: decided once, not per request.
-        self.open_mode_allowed = settings.auth_mode == "auto" and settings.binds_loopback
+        self.open_mode_allowed = settings.auth_mode != "required" and settings.binds_loopback
+        # Until this time open mode holds; in `auto` mode it ends for good (-inf) once
+        # a key has been seen, in `open` mode it never ends.
+        self._open_until = math.inf if settings.auth_mode == "open" else 0.0
 
     async def check_startup(self) -> bool:
         """Refuse to serve unauthenticated beyond loopback. Returns True in open mode."""
-        if await self.keys.any_active():
+        mode = self.settings.auth_mode
+        if mode == "required":
             return False
-        if self.settings.auth_mode == "required":
+        if mode == "auto" and await self.keys.any_created():
+            self._open_until = -math.inf
             return False
         if not self.settings.binds_loopback:
+            if mode == "open":
+                raise StartupRefused(
+                    f"TASKSERVICE_AUTH_MODE=open serves loopback only, not {self.settings.host}"
+                )
             raise StartupRefused(
                 f"no API key exists and the service would listen on {self.settings.host}: "
                 "create one with `taskservice keys create --tenant NAME`, or bind to "
@@ -49,36 +75,55 @@ class Authenticator:
             )
         return True
 
-    async def tenant_for(self, authorization: str | None) -> str:
+    async def authenticate(self, authorization: str | None) -> Principal:
         if authorization:
             scheme, _, key = authorization.partition(" ")
             if scheme.lower() != "bearer" or not key.strip():
                 raise Unauthorized("use `Authorization: Bearer <API key>`")
-            tenant = await self._lookup(key.strip())
-            if tenant is None:
+            principal = await self._lookup(key.strip())
+            if principal is None:
                 raise Unauthorized("the API key is unknown or revoked")
-            return tenant
+            return principal
         if self.open_mode_allowed and await self._still_open():
-            return OPEN_TENANT
+            return Principal(tenant=OPEN_TENANT, key_id=None)
         raise Unauthorized("an API key is required: send `Authorization: Bearer <API key>`")
 
-    async def _lookup(self, key: str) -> str | None:
-        digest = hash_key(key)
+    async def still_valid(self, key_id: uuid.UUID | None) -> bool:
+        """Whether what `key_id` authorized (a stream token, an open stream) still
+        holds: the key is not revoked, or for open mode (None), open mode still is."""
+        if key_id is None:
+            return self.open_mode_allowed and await self._still_open()
         now = time.monotonic()
-        cached = self._cache.get(digest)
+        cached = self._active.get(key_id)
         if cached is not None and cached[1] > now:
             return cached[0]
-        tenant = await self.keys.tenant_for(key)
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[digest] = (tenant, now + self.settings.auth_cache_seconds)
-        return tenant
+        active = await self.keys.is_active(key_id)
+        if len(self._active) >= _CACHE_LIMIT:
+            self._active.clear()
+        self._active[key_id] = (active, now + self.settings.auth_cache_seconds)
+        return active
+
+    async def _lookup(self, key: str) -> Principal | None:
+        digest = hash_key(key)
+        now = time.monotonic()
+        cached = self._principals.get(digest)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        found = await self.keys.find(key)
+        principal = Principal(tenant=found[0], key_id=found[1]) if found else None
+        if len(self._principals) >= _CACHE_LIMIT:
+            self._principals.clear()
+        self._principals[digest] = (principal, now + self.settings.auth_cache_seconds)
+        return principal
 
     async def _still_open(self) -> bool:
         now = time.monotonic()
         if self._open_until > now:
             return True
-        if await self.keys.any_active():
+        if self._open_until == -math.inf:
+            return False
+        if await self.keys.any_created():
+            self._open_until = -math.inf  # a key has existed: never open again (auto)
             return False
         self._open_until = now + self.settings.auth_cache_seconds
         return True

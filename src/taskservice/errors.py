@@ -53,3 +53,11 @@ class Unauthorized(ServiceError):
     status = 401
     title = "Unauthorized"
     type = "https://taskservice.dev/problems/unauthorized"
+
+
+class Forbidden(ServiceError):
+    """Authenticated, but these credentials do not cover this request."""
+
+    status = 403
+    title = "Forbidden"
+    type = "https://taskservice.dev/problems/forbidden"

@@ -97,8 +97,11 @@ class Runtime:
             auth = Authenticator(keys, settings)
             if api and await auth.check_startup():
                 log.warning(
-                    "OPEN development mode: no API key exists, so requests without a key "
-                    "act as tenant 'default' (listening on %s only)",
+                    "OPEN mode (%s): requests without a key act as tenant 'default' "
+                    "(listening on %s only)",
+                    "TASKSERVICE_AUTH_MODE=open"
+                    if settings.auth_mode == "open"
+                    else "no API key has been created yet",
                     settings.host,
                 )
             hub = EventHub(url)

@@ -29,7 +29,7 @@ class Settings(BaseSettings):
     port: int = 8000
     # `auto`: open as tenant "default" while no API key exists, on loopback only.
     # `required`: every request needs a key, even with none created yet.
-    auth_mode: Literal["auto", "required"] = "auto"
+    auth_mode: Literal["auto", "required", "open"] = "auto"
     auth_cache_seconds: float = 5.0  # how long a key lookup is trusted (revocation delay)
     # FastAPI's native OpenTelemetry (spans and metrics to the global providers). Off
     # unless asked for: looking the providers up costs every request.

@@ -3,8 +3,10 @@
 A browser's EventSource cannot set `Authorization`, and a long-lived API key must
 never travel in a URL. A stream token is minted with an API key, names one tenant
 and either one task or the whole tenant, expires within an hour, and only opens
-event streams. It is stateless (HMAC-SHA256 over its claims) with a key every
-replica reads from the database, so any replica verifies any other's tokens.
+event streams. It also names the key that minted it: revoking that key ends its
+tokens within `auth_cache_seconds`, and the streams they opened at their next poll. It
+is stateless (HMAC-SHA256 over its claims) with a key every replica reads from the
+database, so any replica verifies any other's tokens.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def _unb64(text: str) -> bytes:
 class StreamGrant:
     tenant: str
     task_id: uuid.UUID | None  # None: every task of the tenant
+    key_id: uuid.UUID | None  # the minting key; None: minted in open mode
     expires_at: float
 
     def allows(self, task_id: uuid.UUID | None) -> bool:
@@ -48,10 +51,20 @@ class StreamTokens:
         return _b64(hmac.new(self._key, payload, hashlib.sha256).digest())
 
     def mint(
-        self, *, tenant: str, task_id: uuid.UUID | None, ttl_seconds: float
+        self,
+        *,
+        tenant: str,
+        task_id: uuid.UUID | None,
+        key_id: uuid.UUID | None,
+        ttl_seconds: float,
     ) -> tuple[str, float]:
         expires_at = time.time() + ttl_seconds
-        claims = {"t": tenant, "k": str(task_id) if task_id else None, "e": int(expires_at)}
+        claims = {
+            "t": tenant,
+            "k": str(task_id) if task_id else None,
+            "i": str(key_id) if key_id else None,
+            "e": int(expires_at),
+        }
         payload = json.dumps(claims, separators=(",", ":")).encode()
         return f"{PREFIX}{_b64(payload)}.{self._sign(payload)}", float(int(expires_at))
 
@@ -70,4 +83,6 @@ class StreamTokens:
         if claims["e"] < time.time():
             raise Unauthorized("the stream token has expired")
         task = uuid.UUID(claims["k"]) if claims["k"] else None
-        return StreamGrant(tenant=claims["t"], task_id=task, expires_at=claims["e"])
+        # Tokens from before key ids were signed name none: they hold in open mode only.
+        key = uuid.UUID(claims["i"]) if claims.get("i") else None
+        return StreamGrant(tenant=claims["t"], task_id=task, key_id=key, expires_at=claims["e"])

@@ -132,3 +132,41 @@ async def test_required_mode_rejects_anonymous_requests_even_without_keys(
 ) -> None:
     async with make_client(auth_mode="required") as client:
         assert (await client.get("/v1/tasks")).status_code == 401
+
+
+async def test_revoking_every_key_does_not_reopen_the_server(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    keys = ApiKeyStore(db)
+    _, record = await keys.create(tenant="acme")
+    await keys.revoke(record.id)
+    async with make_client() as client:  # a restart after the revocation
+        assert (await client.get("/v1/tasks")).status_code == 401
+        assert (await client.post("/v1/tasks", json={"input": "x"})).status_code == 401
+
+
+async def test_a_running_open_server_closes_for_good_at_the_first_key(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    keys = ApiKeyStore(db)
+    async with make_client(auth_cache_seconds=0) as client:
+        assert (await client.get("/v1/tasks")).status_code == 200
+        _, record = await keys.create(tenant="acme")
+        assert (await client.get("/v1/tasks")).status_code == 401
+        await keys.revoke(record.id)
+        assert (await client.get("/v1/tasks")).status_code == 401
+
+
+async def test_open_mode_can_be_turned_on_explicitly_on_loopback(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    keys = ApiKeyStore(db)
+    key, _ = await keys.create(tenant="acme")
+    async with make_client(auth_mode="open") as client:
+        anonymous = await client.post("/v1/tasks", json={"input": "x"})
+        assert anonymous.status_code == 201
+        assert (await client.get("/v1/tasks", headers=bearer(key))).json()["tasks"] == []
+        assert len((await client.get("/v1/tasks")).json()["tasks"]) == 1
+    with pytest.raises(StartupRefused, match="loopback only"):
+        async with make_client(auth_mode="open", host="0.0.0.0"):
+            pass

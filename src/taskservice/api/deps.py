@@ -10,6 +10,7 @@ instead of treating them as anonymous.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -43,6 +44,8 @@ def declare_bearer_auth(spec: dict[str, Any]) -> None:
 class CallerContext:
     tenant: str
     service: TaskService
+    key_id: uuid.UUID | None = None  # the API key (or the stream token's minting key)
+    via_token: bool = False  # a stream token: event streams only
 
     @property
     def webhooks(self) -> WebhookService:
@@ -60,8 +63,8 @@ async def get_runtime(request: Request) -> Runtime:
 
 async def get_caller(request: Request) -> CallerContext:
     runtime: Runtime = request.app.state.runtime
-    tenant = await runtime.auth.tenant_for(request.headers.get("authorization"))
-    return CallerContext(tenant=tenant, service=runtime.service)
+    who = await runtime.auth.authenticate(request.headers.get("authorization"))
+    return CallerContext(tenant=who.tenant, service=runtime.service, key_id=who.key_id)
 
 
 async def get_reader(
@@ -79,14 +82,16 @@ async def get_reader(
     if request.headers.get("authorization") or token is None:
         return await get_caller(request)
     grant = runtime.tokens.verify(token)
+    if not await runtime.auth.still_valid(grant.key_id):
+        raise Unauthorized("the API key that minted this stream token was revoked")
     if "task_id" not in request.path_params:  # a tenant-wide stream
         if grant.task_id is not None:
             raise Unauthorized("this stream token is for one task only")
-        return CallerContext(tenant=grant.tenant, service=runtime.service)
-    task_id = parse_uuid(request.path_params["task_id"])
-    if not grant.allows(task_id):
+    elif not grant.allows(parse_uuid(request.path_params["task_id"])):
         raise NotFound(f"task {request.path_params.get('task_id')} not found")
-    return CallerContext(tenant=grant.tenant, service=runtime.service)
+    return CallerContext(
+        tenant=grant.tenant, service=runtime.service, key_id=grant.key_id, via_token=True
+    )
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -59,6 +59,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     described = {
         400: "Malformed request (e.g. invalid JSON)",
         401: "Missing, unknown or revoked API key",
+        403: "A stream token used for anything but an event stream",
         404: "No such task for this tenant",
         409: "Conflict with the task's current state",
         413: "Request, input or metadata too large",

@@ -6,6 +6,9 @@ snapshot (no id) ─▶ events seq > Last-Event-ID, read from task_events ─▶
                                    └──── hub notice or poll: read again ◀───┘
 ```
 
+Streams outlive the request that authorized them, so they re-check it as they poll
+(`authorized`): revoking the key (or the key that minted a stream token) ends them.
+
 The SSE `id` is the event's sequence number, so a client reconnecting with
 `Last-Event-ID` gets exactly what it missed: every event is read from the table, in
 order, and sent once. The stream only ever holds a dirty flag and one page.
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -55,6 +58,7 @@ async def task_events(
     tenant: str,
     task: Task,
     after: int,
+    authorized: Callable[[], Awaitable[bool]],
 ) -> AsyncIterator[ServerSentEvent]:
     settings = service.settings
     task_id = str(task.id)
@@ -78,6 +82,8 @@ async def task_events(
         event: TaskEvent | None = None
         while True:
             dirty.clear()
+            if not await authorized():
+                return  # the key was revoked: a reconnect gets the 401
             page = await service.events(
                 tenant=tenant, task_id=task_id, after=last, limit=settings.max_page_size
             )
@@ -114,6 +120,7 @@ async def tenant_events(
     tenant: str,
     after: int | None,
     filter: EventFilter,
+    authorized: Callable[[], Awaitable[bool]],
 ) -> AsyncIterator[ServerSentEvent]:
     """The firehose: the tenant's events in global order (the SSE `id` is the global
     event id), never past the watermark, so none is skipped or sent twice."""
@@ -122,6 +129,8 @@ async def tenant_events(
     with watermark.reading():
         last = watermark.value if after is None else after
         while True:
+            if not await authorized():
+                return  # the key was revoked: a reconnect gets the 401
             upto = watermark.value
             events = await service.firehose_page(
                 tenant=tenant, after=last, upto=upto, filter=filter

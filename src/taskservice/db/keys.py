@@ -58,17 +58,24 @@ class ApiKeyStore:
             row = (await conn.execute(stmt)).one()
         return key, _from_row(row)
 
-    async def tenant_for(self, key: str) -> str | None:
-        stmt = select(api_keys.c.tenant).where(
+    async def find(self, key: str) -> tuple[str, uuid.UUID] | None:
+        """The tenant and id of an active key."""
+        stmt = select(api_keys.c.tenant, api_keys.c.id).where(
             api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
         )
         async with self.engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar_one_or_none()
+            row = (await conn.execute(stmt)).first()
+        return (row.tenant, row.id) if row is not None else None
 
-    async def any_active(self) -> bool:
-        stmt = select(exists().where(api_keys.c.revoked_at.is_(None)))
+    async def is_active(self, key_id: uuid.UUID) -> bool:
+        stmt = select(exists().where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None)))
         async with self.engine.connect() as conn:
             return bool((await conn.execute(stmt)).scalar_one())
+
+    async def any_created(self) -> bool:
+        """Whether any key was ever created (revoked ones count: see `auth`)."""
+        async with self.engine.connect() as conn:
+            return bool((await conn.execute(select(exists().select_from(api_keys)))).scalar_one())
 
     async def list_keys(self, *, tenant: str | None = None) -> list[ApiKey]:
         stmt = select(api_keys).order_by(api_keys.c.created_at)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
@@ -64,6 +65,7 @@ async def stream_events(
                 parent_id=parent_id,
                 agent=agent,
             ),
+            authorized=partial(runtime.auth.still_valid, caller.key_id),
         ),
         runtime.settings,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
@@ -30,7 +31,9 @@ from taskservice.api.schemas import (
     WebhookWithSecret,
 )
 from taskservice.api.sse import SSE_CONTENT
+from taskservice.errors import Forbidden
 from taskservice.models import TaskFilter
+from taskservice.runtime import Runtime
 from taskservice.states import TaskState
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
@@ -207,7 +210,7 @@ async def cancel_task(
             "with the SSE `id` set to its seq, ending after the terminal state change.",
             "content": SSE_CONTENT,
         },
-        **problem_responses(401, 404, 422),
+        **problem_responses(401, 403, 404, 422),
     },
     summary="Read or stream a task's event log",
 )
@@ -226,6 +229,7 @@ async def list_task_events(
 ) -> EventPage | Response:
     if "text/event-stream" in request.headers.get("accept", ""):
         task = await caller.service.get(tenant=caller.tenant, task_id=task_id)  # 404 first
+        runtime: Runtime = request.app.state.runtime
         watchers = caller.service.watchers
         assert watchers is not None  # the runtime always gives the service its watchers
         return streams.event_stream(
@@ -235,9 +239,15 @@ async def list_task_events(
                 tenant=caller.tenant,
                 task=task,
                 after=last_event_id if last_event_id is not None else after,
+                authorized=partial(runtime.auth.still_valid, caller.key_id),
             ),
             caller.service.settings,
             pings=False,  # task_events sends its own, from the watchers' shared ticker
+        )
+    if caller.via_token:
+        raise Forbidden(
+            "a stream token opens event streams only: send `Accept: text/event-stream`, "
+            "or read the JSON pages with an API key"
         )
     page = await caller.service.events(
         tenant=caller.tenant, task_id=task_id, after=after, limit=limit

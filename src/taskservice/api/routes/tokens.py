@@ -29,7 +29,10 @@ async def create_stream_token(
         await caller.service.get(tenant=caller.tenant, task_id=body.task_id)  # 404 if not ours
     runtime: Runtime = request.app.state.runtime
     token, expires_at = runtime.tokens.mint(
-        tenant=caller.tenant, task_id=body.task_id, ttl_seconds=body.ttl_seconds
+        tenant=caller.tenant,
+        task_id=body.task_id,
+        key_id=caller.key_id,
+        ttl_seconds=body.ttl_seconds,
     )
     return StreamToken(
         token=token, expires_at=datetime.fromtimestamp(expires_at, UTC), task_id=body.task_id
