@@ -34,6 +34,7 @@ from taskservice.webhooks.service import WebhookService
 from taskservice.webhooks.store import WebhookStore
 from taskservice.worker.executor import Executor
 from taskservice.worker.pool import WorkerPool
+from taskservice.worker.reaper import Reaper
 
 log = logging.getLogger(__name__)
 # API keys, readiness and service secrets: low-rate paths (key lookups are cached).
@@ -86,6 +87,10 @@ class Runtime:
             stack.push_async_callback(engine.dispose)
             db = await stack.enter_async_context(Database(url, pool_size=settings.db_pool_size))
             store = TaskStore(db)
+            # First, so that a process that lives only briefly still reaps.
+            reaper = Reaper(leases=LeaseStore(db), store=store, settings=settings)
+            reaper.start()
+            stack.push_async_callback(reaper.stop)
             keys = ApiKeyStore(engine)
             plugin_models, plugin_tools = load_plugins(settings.plugins)
             catalog = AgentCatalog(

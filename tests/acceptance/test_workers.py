@@ -293,3 +293,59 @@ async def test_a_worker_killed_between_two_tool_calls_resumes_without_repeating_
         ("c2", "failed"),
     ]
     assert calls[1]["error"].startswith("interrupted")
+
+
+async def test_crash_looping_workers_recover_expired_leases_within_lease_plus_interval(
+    database_url: str, db: AsyncEngine, store: TaskStore, tmp_path: Path
+) -> None:
+    """Each worker lives less than a reap interval; every lease a killed worker held
+    is still recovered about `lease_seconds` after the kill (figures printed)."""
+    lease, interval = 3.0, 5.0
+    env = cli_env(
+        TASKSERVICE_DATABASE_URL=database_url,
+        TASKSERVICE_ALLOWED_MODELS="offline:4",
+        TASKSERVICE_LEASE_SECONDS=str(lease),
+        TASKSERVICE_REAP_INTERVAL=str(interval),
+        TASKSERVICE_POLL_INTERVAL="0.5",
+    )
+    for i in range(4):  # each runs longer than any worker lives
+        await new_task(
+            store, input=f"task {i}", agent=replace(SPEC, model="offline:4"), max_attempts=100
+        )
+    killed_at: dict[str, float] = {}
+    last: Worker | None = None
+    # Who held a lease (claimed a task), and whose leases were taken back.
+    held = "SELECT DISTINCT data->>'worker' AS w FROM task_events WHERE data->>'to' = 'running'"
+    reaped = (
+        "SELECT data->>'worker' AS worker, extract(epoch FROM created_at)::float8 AS at "
+        "FROM task_events WHERE type = 'recovered'"
+    )
+    try:
+        for _ in range(8):
+            last = await start_worker(env, tmp_path)
+            await asyncio.sleep(1.5)
+            killed_at[last.worker_id] = time.time()
+            os.kill(last.process.pid, signal.SIGKILL)
+            last.process.wait(timeout=10)
+        # One that stays, so the last kills' leases have a reaper too.
+        last = await start_worker(env, tmp_path)
+
+        async def all_recovered() -> bool:
+            holders = {r["w"] for r in await fetch(database_url, held)} & set(killed_at)
+            return bool(holders) and holders <= {
+                r["worker"] for r in await fetch(database_url, reaped)
+            }
+
+        await wait_until(all_recovered, lease + interval + 10, "every killed worker's leases")
+    finally:
+        if last is not None and last.process.poll() is None:
+            last.process.kill()
+            last.process.wait(timeout=10)
+    delays = sorted(r["at"] - killed_at[r["worker"]] for r in await fetch(database_url, reaped))
+    print(
+        f"\n{len(delays)} leases recovered after their worker's kill -9: "
+        f"median {delays[len(delays) // 2]:.2f}s, max {delays[-1]:.2f}s "
+        f"(lease {lease}s, reap interval {interval}s)"
+    )
+    assert len(delays) >= 16  # four tasks, taken back from at least four killed workers
+    assert delays[-1] <= lease + interval, delays

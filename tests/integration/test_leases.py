@@ -14,6 +14,7 @@ from taskservice.db.store import TaskStore
 from taskservice.db.tables import tasks
 from taskservice.models import Lease
 from taskservice.states import TaskState
+from tests.conftest import ClientFactory, wait_for
 from tests.integration.helpers import event_types, new_task
 
 
@@ -284,3 +285,38 @@ async def test_a_cancel_that_lost_its_race_cancels_no_descendants(
 
 def test_lease_fencing_uses_owner_and_attempt() -> None:
     assert Lease("w", 1) != Lease("w", 2)
+
+
+async def test_every_process_reaps_at_start_and_when_the_next_lease_expires(
+    make_client: ClientFactory, db: AsyncEngine, store: TaskStore, leases: LeaseStore
+) -> None:
+    """A crash-looping worker lives less than a reap interval: its replacement reaps at
+    once, and a live process wakes when the earliest lease lapses, not a whole
+    (jittered) interval later. An API-only process (no workers here) reaps too."""
+    for _ in range(2):
+        await new_task(store)
+    lapsed, lapsing = await leases.claim(owner="dead-worker", limit=2, lease_seconds=30)
+    await expire(db, lapsed.id)
+    async with db.begin() as conn:
+        await conn.execute(
+            update(tasks)
+            .where(tasks.c.id == lapsing.id)
+            .values(lease_expires_at=text("now() + interval '1.5 seconds'"))
+        )
+
+    loop = asyncio.get_running_loop()
+    async with make_client(reap_interval=60):
+        started = loop.time()
+        await wait_for(lambda: _released(store, lapsed.id), timeout=3)
+        assert not await _released(store, lapsing.id)
+        await wait_for(lambda: _released(store, lapsing.id), timeout=5)
+        took = loop.time() - started
+    assert 1.0 < took < 4.0, took
+    assert [t for _, t, _ in await event_types(db, lapsing.id)][-1] == "recovered"
+
+
+async def _released(store: TaskStore, task_id: uuid.UUID) -> bool:
+    task = await store.get(task_id)
+    assert task is not None
+    assert task.state is TaskState.RUNNING
+    return task.lease_owner is None

@@ -238,6 +238,15 @@ RETURNING task_id
 
 REAP_BATCH = 100  # tasks per reaper statement
 
+# Seconds (on the database's clock) until the earliest held lease expires; NULL when
+# no running task holds one. Reads the reaper's index only.
+_NEXT_EXPIRY = Statement(
+    text("""
+SELECT EXTRACT(EPOCH FROM min(lease_expires_at) - now())::float8 AS seconds
+FROM tasks WHERE state = 'running' AND lease_owner IS NOT NULL
+""")
+)
+
 
 async def renew(
     conn: asyncpg.Connection,
@@ -306,6 +315,11 @@ class LeaseStore:
         recovered = await self.db.fetch(_RECOVER, {"p_limit": limit})
         failed = await self.db.fetch(_EXHAUST, {"p_limit": limit})
         return len(recovered), len(failed)
+
+    async def next_expiry(self) -> float | None:
+        """Seconds until the earliest lease expires (negative if one already has)."""
+        row = await self.db.fetchrow(_NEXT_EXPIRY, {})
+        return None if row is None or row["seconds"] is None else float(row["seconds"])
 
     async def mark_stalled(self, *, stall_seconds: float, limit: int = REAP_BATCH) -> int:
         params = {

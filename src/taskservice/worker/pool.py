@@ -7,9 +7,10 @@
                                                 ▼
    heartbeat thread ── renews leases ──▶ run agent (timeout) ──▶ fenced write of the outcome
         │ lease lost / NOTIFY cancelled ──▶ stop the run, write nothing
-   reaper loop ──▶ expired leases: re-offer (`recovered`) or fail on the last attempt;
-                   quiet running tasks: `stalled`
 ```
+
+Recovering other workers' tasks is the reaper's (`worker.reaper`), which every
+process runs, workers or not.
 
 Every write is fenced on (state, lease owner, attempt): a worker that lost its task
 writes nothing more. On shutdown the pool stops claiming, lets runs finish within
@@ -22,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import socket
 import uuid
 from typing import Any
@@ -96,7 +96,6 @@ class WorkerPool:
         self.heartbeat.start()
         self._loops = [
             asyncio.create_task(self._claim_loop(), name="worker-claim"),
-            asyncio.create_task(self._reaper_loop(), name="worker-reaper"),
         ]
         log.info(
             "worker %s started: concurrency %d, lease %.0fs",
@@ -256,29 +255,3 @@ class WorkerPool:
             await self.store.resume_parents(parent_id=task.parent_id)
         elif target is TaskState.INPUT_REQUIRED:
             await self.store.resume_parents(parent_id=task.id)
-
-    # -- recovery ---------------------------------------------------------------
-
-    async def _reaper_loop(self) -> None:
-        interval = self.settings.reap_interval
-        while not self._stopping.is_set():
-            # Jitter keeps replicas from reaping in lockstep.
-            await asyncio.sleep(interval * random.uniform(0.5, 1.5))
-            try:
-                recovered, failed = await self.leases.reap()
-                stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
-                # Backstop for parents whose last subtask ended on another path
-                # (cancelled, failed by the reaper).
-                recovered += await self.store.resume_parents()
-            except TRANSIENT_ERRORS as exc:
-                log.warning("reaper failed (%s); retrying", exc)
-                continue
-            if recovered or failed or stalled:
-                log.info(
-                    "reaper: %d recovered, %d failed (no attempts left), %d stalled",
-                    recovered,
-                    failed,
-                    stalled,
-                )
-            if recovered:
-                self._wake.set()

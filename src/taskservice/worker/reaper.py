@@ -1,0 +1,78 @@
+"""The reaper: recovers the tasks of workers that stopped renewing their leases.
+
+Every process that opens the runtime runs one (`serve`, with or without workers, and
+`worker`): recovery needs no particular process to stay alive, and an API-only
+replica still moves a crashed worker's task on (re-offered, or failed on its last
+attempt) for whichever worker runs next. Reaping is fenced SQL that re-checks the
+expiry on the locked row, so any number of reapers are safe together.
+
+It reaps at start, then sleeps until the earliest held lease expires (a little
+after), or a jittered `reap_interval` if that comes first: a task whose worker
+died is recovered about `lease_seconds` after its last renewal, however briefly
+the processes around it live (a crash-looping worker that reaped only after a
+whole interval never reaped at all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from taskservice.db import TRANSIENT_ERRORS
+from taskservice.db.leases import LeaseStore
+from taskservice.db.store import TaskStore
+from taskservice.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# After the earliest expiry, so that lease has lapsed on the database's clock too.
+_EXPIRY_MARGIN = 0.05
+# However soon the next expiry: a lease that cannot be reaped yet (locked by another
+# reaper) must not make this loop spin.
+_MIN_SLEEP = 0.25
+
+
+class Reaper:
+    def __init__(self, *, leases: LeaseStore, store: TaskStore, settings: Settings) -> None:
+        self.leases = leases
+        self.store = store
+        self.settings = settings
+        self._loop: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.create_task(self._run(), name="reaper")
+
+    async def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            await asyncio.gather(self._loop, return_exceptions=True)
+
+    async def pass_once(self) -> float | None:
+        """One pass; returns the seconds until the next lease expires (None: none held)."""
+        recovered, failed = await self.leases.reap()
+        stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
+        # Backstop for parents whose last subtask ended on another path (cancelled,
+        # failed by the reaper).
+        recovered += await self.store.resume_parents()
+        if recovered or failed or stalled:
+            log.info(
+                "reaper: %d recovered, %d failed (no attempts left), %d stalled",
+                recovered,
+                failed,
+                stalled,
+            )
+        return await self.leases.next_expiry()
+
+    async def _run(self) -> None:
+        while True:
+            # Jitter keeps replicas from reaping in lockstep.
+            delay = self.settings.reap_interval * random.uniform(0.5, 1.5)
+            try:
+                until_expiry = await self.pass_once()
+            except TRANSIENT_ERRORS as exc:
+                log.warning("reaper failed (%s); retrying", exc)
+            else:
+                if until_expiry is not None:
+                    delay = min(delay, max(_MIN_SLEEP, until_expiry + _EXPIRY_MARGIN))
+            await asyncio.sleep(delay)
