@@ -42,11 +42,25 @@ class PayloadTooLarge(ServiceError):
 
 
 class DatabaseUnavailable(ServiceError):
-    """The database could not be reached; nothing was changed and a retry may work."""
+    """The database could not be reached, or the connection broke mid-request.
+
+    Clients get one shape whatever the cause (`detail` below, `Retry-After`); the
+    driver's words (`reason`) are for the log only."""
 
     status = 503
     title = "Service unavailable"
-    type = "https://taskservice.dev/problems/unavailable"
+    type = "https://taskservice.dev/problems/database-unavailable"
+    DETAIL = (
+        "the database is unavailable; retry shortly (a retry with the same "
+        "Idempotency-Key cannot create a duplicate)"
+    )
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(self.DETAIL)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class Unauthorized(ServiceError):

@@ -22,7 +22,9 @@ from typing import Any
 import asyncpg
 
 from taskservice.aio import wait_until
+from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.engine import asyncpg_dsn
+from taskservice.db.outage import DRIVER_ERRORS, OUTAGE
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +112,11 @@ class EventHub:
                 failures = 0
             except asyncio.CancelledError:
                 raise
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except DRIVER_ERRORS as exc:
                 delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
                 failures += 1
-                log.warning("event listener lost its connection (%s); retry in %.1fs", exc, delay)
+                OUTAGE.failed("event listener", exc)
+                log.info("event listener reconnects in %.1fs", delay)
                 await asyncio.sleep(delay)
             finally:
                 self.listening.clear()
@@ -342,7 +345,9 @@ class Watermark:
             self._dirty.clear()
             try:
                 await self.advance()
-            except Exception:  # the next notice or poll retries
+            except TRANSIENT_ERRORS as exc:  # the next notice or poll retries
+                OUTAGE.failed("event watermark", exc)
+            except Exception:
                 log.warning("event watermark could not advance", exc_info=True)
 
     async def advance(self) -> None:

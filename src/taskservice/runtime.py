@@ -102,7 +102,7 @@ class Runtime:
             auth = Authenticator(keys, settings)
             if api and await auth.check_startup():
                 log.warning(
-                    "OPEN mode (%s): requests without a key act as tenant 'default' "
+                    "OPEN development mode (%s): requests without a key act as tenant 'default' "
                     "(listening on %s only)",
                     "TASKSERVICE_AUTH_MODE=open"
                     if settings.auth_mode == "open"

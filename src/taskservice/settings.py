@@ -77,6 +77,7 @@ class Settings(BaseSettings):
     tenant_max_running: int | None = None  # per tenant, across all workers; None: no cap
     lease_seconds: float = 30.0  # renewed every third of it
     poll_interval: float = 2.0  # seconds; fallback when no NOTIFY arrives
+    outcome_retry_seconds: float = 30.0  # a worker retries its outcome write this long
     reap_interval: float = 5.0  # seconds between reaper passes (jittered)
     task_timeout_seconds: float = 600.0  # per attempt, unless the task sets its own
     stall_seconds: float = 120.0  # a running task quiet this long gets a `stalled` event

@@ -37,6 +37,9 @@ class TaskServiceApp(FastAPI):
     stream_gate: StreamGate | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await errors.guarded(self._route, scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         await run_streams_after_routing(super().__call__, scope, receive, send, self.stream_gate)
 
 

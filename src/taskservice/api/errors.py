@@ -1,11 +1,21 @@
-"""Every error leaves as `application/problem+json` (RFC 9457)."""
+"""Every error leaves as `application/problem+json` (RFC 9457), and every request
+gets an answer.
+
+Starlette answers an unexpected exception through the `Exception` handler and then
+re-raises it to the server, which logs a traceback and closes the keep-alive
+connection: the client's next request on it got no answer at all. `guarded`, the
+outermost layer, takes that re-raise (already answered and logged), answers what
+escaped every handler, and ends a stream that broke midway cleanly (a browser's
+EventSource resumes it with `Last-Event-ID`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,9 +24,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
+from starlette.types import Message, Receive, Scope, Send
 
 from taskservice.db import is_unavailable
-from taskservice.errors import ServiceError
+from taskservice.db.outage import OUTAGE
+from taskservice.errors import DatabaseUnavailable, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +77,10 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         413: "Request, input or metadata too large",
         415: "The body is not JSON",
         422: "Request failed validation",
-        503: "Database unavailable (nothing was changed; retry) or not ready",
+        503: "Database unavailable (type `…/database-unavailable`; retry after "
+        "`Retry-After`, with the same Idempotency-Key) or not ready",
     }
-    return {
+    docs: dict[int | str, dict[str, Any]] = {
         status: {
             "model": Problem,
             "description": described[status],
@@ -75,6 +88,14 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         }
         for status in statuses
     }
+    if 503 in docs:
+        docs[503]["headers"] = {
+            "Retry-After": {
+                "description": "Seconds to wait before retrying.",
+                "schema": {"type": "integer"},
+            }
+        }
+    return docs
 
 
 def _documented(status: int) -> dict[str, Any]:
@@ -129,7 +150,12 @@ def _location(loc: tuple[Any, ...] | list[Any]) -> str:
 
 async def _service_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    headers = None
+    if exc.status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif isinstance(exc, DatabaseUnavailable):
+        OUTAGE.failed(f"{request.method} {request.url.path}", exc)
+        headers = {"Retry-After": "1"}
     return problem(
         exc.status,
         exc.title,
@@ -180,19 +206,64 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+def _unexpected_problem(method: str, path: str, exc: BaseException) -> JSONResponse:
+    """The answer to an exception no handler knew: 503 in the one shape of
+    `DatabaseUnavailable` if the database failed under it, else a logged 500."""
     if is_unavailable(exc):
-        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        unavailable = DatabaseUnavailable(str(exc))
+        OUTAGE.failed(f"{method} {path}", exc)
         return problem(
             503,
-            "Service unavailable",
-            "the database is unavailable; nothing was changed, retry shortly",
-            type="https://taskservice.dev/problems/unavailable",
-            instance=request.url.path,
+            unavailable.title,
+            unavailable.detail,
+            type=unavailable.type,
+            instance=path,
             headers={"Retry-After": "1"},
         )
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return problem(500, "Internal server error", "the error was logged", instance=request.url.path)
+    log.error("unhandled error on %s %s", method, path, exc_info=exc)
+    return problem(500, "Internal server error", "the error was logged", instance=path)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    return _unexpected_problem(request.method, request.url.path, exc)
+
+
+async def guarded(
+    app: Callable[[Scope, Receive, Send], Awaitable[None]],
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+) -> None:
+    """Run `app`; no exception reaches the server (see the module's docstring)."""
+    if scope["type"] != "http":
+        await app(scope, receive, send)
+        return
+    progress = [False, False]  # response started, response complete
+
+    async def tracking(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            progress[0] = True
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            progress[1] = True
+        await send(message)
+
+    try:
+        await app(scope, receive, tracking)
+    except Exception as exc:
+        started, complete = progress
+        if complete:
+            return  # answered by the `Exception` handler, which logged it
+        method, path = scope.get("method", ""), scope.get("path", "")
+        if not started:
+            await _unexpected_problem(method, path, exc)(scope, receive, send)
+            return
+        # A stream broke midway: say why in the log, and end it where it is.
+        if is_unavailable(exc):
+            OUTAGE.failed(f"stream {path}", exc)
+        else:
+            log.error("stream %s %s failed", method, path, exc_info=exc)
+        with contextlib.suppress(OSError):  # the client is gone already
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def install(app: FastAPI) -> None:

@@ -18,4 +18,6 @@ def is_unavailable(exc: BaseException) -> bool:
     request did not happen and may be retried. Anything else is a bug."""
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
-    return isinstance(exc, OperationalError | InterfaceError | PoolTimeout | OSError)
+    return isinstance(
+        exc, DatabaseUnavailable | OperationalError | InterfaceError | PoolTimeout | OSError
+    )

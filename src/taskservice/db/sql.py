@@ -22,7 +22,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from taskservice import jsonvalues
-from taskservice.db.engine import asyncpg_dsn, dumps_json
+from taskservice.db.engine import asyncpg_dsn, dumps_json, stale
 from taskservice.errors import DatabaseUnavailable
 
 _DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
@@ -108,9 +108,9 @@ class Database:
     """A pool of asyncpg connections for the compiled statements.
 
     A connection that fails mid-use is dropped (never returned to the pool) and the
-    failure surfaces as `DatabaseUnavailable`: nothing was committed, retry. Dead
-    idle connections (server restart, `pg_terminate_backend`) are replaced at
-    checkout without a round trip: asyncpg sees their socket close.
+    failure surfaces as `DatabaseUnavailable`: retry. Dead idle connections (server
+    restart, `pg_terminate_backend`) are replaced at checkout without a round trip
+    (`engine.stale`), never handed out.
     """
 
     def __init__(self, url: str, *, pool_size: int = 20, acquire_timeout: float = 10) -> None:
@@ -155,12 +155,7 @@ class Database:
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
         pool = self._pool or (await self.open())._pool
         assert pool is not None
-        try:
-            conn = await pool.acquire(timeout=self._acquire_timeout)
-        except TimeoutError as exc:
-            raise DatabaseUnavailable("every database connection is busy") from exc
-        except _DISCONNECTS as exc:
-            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+        conn = await self._checkout(pool)
         try:
             yield conn
         except _DISCONNECTS as exc:
@@ -175,6 +170,22 @@ class Database:
             raise
         finally:
             await pool.release(conn)
+
+    async def _checkout(self, pool: asyncpg.Pool) -> asyncpg.Connection:
+        """A pooled connection that is not stale: dead ones are closed and replaced
+        (at most a pool's worth: after a restart every idle one is dead)."""
+        try:
+            for _ in range(self.pool_size):
+                conn = await pool.acquire(timeout=self._acquire_timeout)
+                if not stale(conn._con):  # the proxy's connection
+                    return conn
+                _discard(conn)
+                await pool.release(conn)
+            return await pool.acquire(timeout=self._acquire_timeout)  # a new one, surely
+        except TimeoutError as exc:
+            raise DatabaseUnavailable("every database connection is busy") from exc
+        except _DISCONNECTS as exc:
+            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
 
     async def fetch(self, statement: Statement, params: Mapping[str, Any]) -> list[Row]:
         async with self.connection() as conn:

@@ -21,6 +21,7 @@ import asyncpg
 
 from taskservice.db.engine import asyncpg_dsn
 from taskservice.db.leases import renew
+from taskservice.db.outage import DRIVER_ERRORS, OUTAGE
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,8 @@ class Heartbeat:
                 if conn is None or conn.is_closed():
                     conn = await asyncpg.connect(self._dsn, **self._connect_kwargs)
                 await self._beat(conn)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("lease heartbeat failed (%s); retrying", exc)
+            except DRIVER_ERRORS as exc:
+                OUTAGE.failed("lease heartbeat", exc)
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         conn.terminate()

@@ -221,10 +221,11 @@ class RunLedger:
         with what `sync(final=True)` staged. False: the task is no longer ours and
         nothing was written."""
         staged = self.staged or {"messages": [], "calls": [], "events": []}
-        self.staged = None
-        return await self.store.finish(
+        written = await self.store.finish(
             self.task.id, lease=self.lease, target=target, values=values, **staged
         )
+        self.staged = None  # only now: a failed write is retried with the same rows
+        return written
 
     async def _call(
         self,

@@ -31,6 +31,7 @@ from taskservice.aio import wait_until
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
 from taskservice.db.ledger import LedgerStore
+from taskservice.db.outage import OUTAGE
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.models import Lease, Task
@@ -127,11 +128,12 @@ class WorkerPool:
         await self.heartbeat.stop()
         self._unsubscribe()
 
-    async def _release(self, task_id: uuid.UUID, lease: Lease) -> None:
+    async def _release(self, task_id: uuid.UUID, lease: Lease, reason: str = "shutdown") -> None:
         try:
-            released = await self.leases.release(task_id, lease=lease, reason="shutdown")
-        except TRANSIENT_ERRORS:
-            log.exception("task %s: could not release; its lease will expire", task_id)
+            released = await self.leases.release(task_id, lease=lease, reason=reason)
+        except TRANSIENT_ERRORS as exc:
+            OUTAGE.failed(f"task {task_id} release", exc)
+            log.info("task %s: could not release; its lease will expire", task_id)
             return
         log.info("task %s: %s", task_id, "released" if released else "no longer ours")
 
@@ -178,7 +180,7 @@ class WorkerPool:
                         tenant_cap=self.settings.tenant_max_running,
                     )
                 except TRANSIENT_ERRORS as exc:
-                    log.warning("claim failed (%s); retrying", exc)
+                    OUTAGE.failed("worker claim", exc)
                     await asyncio.sleep(RETRY_DELAY)
                     continue
                 for task in claimed:
@@ -205,10 +207,11 @@ class WorkerPool:
         except (asyncio.CancelledError, LeaseLost):
             # Cancelled by the API, lease lost, or shutdown: not ours to write.
             log.info("task %s: run stopped (attempt %d)", task.id, lease.attempt)
-        except TRANSIENT_ERRORS:
-            # The outcome could not be written; the lease will expire and the task
-            # will be offered again.
-            log.exception("task %s: could not record the outcome", task.id)
+        except TRANSIENT_ERRORS as exc:
+            # The run's ledger could not be written: the lease will expire and the
+            # task will resume elsewhere from what the ledger holds.
+            OUTAGE.failed(f"task {task.id}", exc)
+            log.info("task %s: run stopped, its ledger could not be written", task.id)
         finally:
             self.heartbeat.drop(task.id)
             self._finishing.discard(task.id)
@@ -234,6 +237,27 @@ class WorkerPool:
             error = {"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
             return Failed(error, ledger.usage)
 
+    async def _write_outcome(
+        self, task: Task, ledger: RunLedger, target: TaskState, values: dict[str, Any]
+    ) -> bool | None:
+        """The fenced outcome write, retried with backoff through a database blip for
+        up to `outcome_retry_seconds`: the model's work is not thrown away for a
+        dropped connection. Fencing makes retrying safe (if a failed attempt did
+        commit, the next finds the task no longer ours). True: written; False: not
+        ours any more; None: the database stayed unavailable."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.outcome_retry_seconds
+        delay = 0.05
+        while True:
+            try:
+                return await ledger.finish(target, values)
+            except TRANSIENT_ERRORS as exc:
+                OUTAGE.failed(f"task {task.id} outcome", exc)
+                if loop.time() + delay > deadline:
+                    return None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
     async def _finish(self, task: Task, ledger: RunLedger, outcome: Outcome) -> None:
         values: dict[str, Any]
         if isinstance(outcome, Completed):
@@ -246,7 +270,17 @@ class WorkerPool:
             target = TaskState.FAILED
             values = {"error": outcome.error, "usage": outcome.usage}
         # One fenced statement: the outcome, and the run's last messages before it.
-        if not await ledger.finish(target, values):
+        written = await self._write_outcome(task, ledger, target, values)
+        if written is None:
+            # Another worker runs it again now rather than after the lease.
+            log.warning(
+                "task %s: could not record the outcome for %.0f s; releasing it",
+                task.id,
+                self.settings.outcome_retry_seconds,
+            )
+            await self._release(task.id, ledger.lease, reason="outcome_unwritten")
+            return
+        if not written:
             log.info("task %s: outcome dropped, the task is no longer ours", task.id)
             return
         # Parked parents resume when their last subtask finishes; a parent that just

@@ -21,6 +21,7 @@ import random
 
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
+from taskservice.db.outage import OUTAGE
 from taskservice.db.store import TaskStore
 from taskservice.settings import Settings
 
@@ -71,7 +72,7 @@ class Reaper:
             try:
                 until_expiry = await self.pass_once()
             except TRANSIENT_ERRORS as exc:
-                log.warning("reaper failed (%s); retrying", exc)
+                OUTAGE.failed("reaper", exc)
             else:
                 if until_expiry is not None:
                     delay = min(delay, max(_MIN_SLEEP, until_expiry + _EXPIRY_MARGIN))
