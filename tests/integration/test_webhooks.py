@@ -446,6 +446,73 @@ async def test_tricky_urls_are_refused_at_registration_and_nothing_is_stored(
     assert await count(db, tasks) == 0
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://a..b/hook",  # an empty IDNA label
+        f"https://{'a' * 64}.example.com/hook",  # a label over 63 characters
+        "https://example.com/ho\u0000ok",  # NUL in the path
+        "https://exa\u0000mple.com/hook",  # NUL in the host
+        "https://example.com/hook\r\nX-Injected: 1",
+    ],
+)
+async def test_invalid_host_names_and_control_characters_are_422_not_500(
+    make_client: ClientFactory, db: AsyncEngine, receiver: Receiver, url: str
+) -> None:
+    async with make_client(**FAST) as client:
+        existing = (await client.post("/v1/webhooks", json={"url": receiver.url()})).json()
+        responses = [
+            await client.post("/v1/webhooks", json={"url": url}),
+            await client.post("/v1/tasks", json={"input": "x", "webhooks": [{"url": url}]}),
+            await client.patch(f"/v1/webhooks/{existing['id']}", json={"url": url}),
+        ]
+        kept = (await client.get(f"/v1/webhooks/{existing['id']}")).json()
+    for response in responses:
+        assert response.status_code == 422, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+    assert kept["url"] == receiver.url()
+    assert await count(db, webhook_subscriptions) == 1
+    assert await count(db, tasks) == 0
+
+
+async def test_an_allow_listed_host_name_admits_no_loopback_address(
+    make_client: ClientFactory, receiver: Receiver
+) -> None:
+    """`localhost` resolves to loopback: a name in the allow-list admits only the
+    private-network addresses it resolves to; loopback needs a CIDR."""
+    url = receiver.url(host="localhost")
+    async with make_client(webhook_allow_http=True, webhook_allow_targets=["localhost"]) as client:
+        by_name = await client.post("/v1/webhooks", json={"url": url})
+    assert by_name.status_code == 422, by_name.text
+    assert by_name.headers["content-type"] == "application/problem+json"
+    assert "a loopback address" in by_name.json()["detail"]
+    allowed = ["localhost", "127.0.0.0/8", "::1/128"]
+    async with make_client(webhook_allow_http=True, webhook_allow_targets=allowed) as client:
+        by_cidr = await client.post("/v1/webhooks", json={"url": url})
+    assert by_cidr.status_code == 201, by_cidr.text
+
+
+async def test_an_allow_listed_name_is_checked_against_the_rules_at_every_attempt(
+    make_client: ClientFactory, receiver: Receiver
+) -> None:
+    """Registered while loopback was admitted by a CIDR; the dispatcher runs with only
+    the name allow-listed: the address it would connect to is checked and refused."""
+    url = receiver.url(host="localhost")
+    both = {**FAST, "webhook_retry_schedule": [0]}
+    both["webhook_allow_targets"] = ["localhost", "127.0.0.0/8", "::1/128"]
+    async with make_client(**both, webhooks_enabled=False) as client:
+        hook = {"url": url, "states": ["cancelled"]}
+        task = (await client.post("/v1/tasks", json={"input": "x", "webhooks": [hook]})).json()
+    name_only = {**both, "webhook_allow_targets": ["localhost"]}
+    async with make_client(**name_only) as client:
+        await client.post(f"/v1/tasks/{task['id']}/cancel")
+        (delivery,) = await settled(client, task["id"], 1)
+    assert delivery["status"] == "failed"
+    assert delivery["last_error"].startswith("target refused: localhost resolves to ")
+    assert delivery["last_error"].endswith("a loopback address")
+    assert receiver.received == []
+
+
 async def test_https_is_required_unless_the_operator_allows_http(
     make_client: ClientFactory, receiver: Receiver
 ) -> None:
