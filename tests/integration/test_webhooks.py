@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import null, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -710,3 +710,69 @@ async def test_a_task_has_at_most_the_configured_number_of_webhooks(
     assert third.status_code == 409
     assert third.headers["content-type"] == "application/problem+json"
     assert await count(db, webhook_subscriptions) == 2
+
+
+async def stored_payloads(db: AsyncEngine) -> dict[str, bytes]:
+    async with db.connect() as conn:
+        rows = await conn.execute(select(webhook_deliveries.c.id, webhook_deliveries.c.payload))
+    return {str(row.id): row.payload.encode() for row in rows if row.payload is not None}
+
+
+async def test_a_delivery_shows_the_task_as_it_was_at_the_state_change(
+    make_client: ClientFactory, db: AsyncEngine, receiver: Receiver
+) -> None:
+    """No dispatcher runs while the task goes running -> completed; the `task.running`
+    delivery's first attempt comes after the task finished, and still shows it
+    running: the outbox row froze the task at the state change."""
+    async with make_client(workers_enabled=True, webhooks_enabled=False, **FAST) as client:
+        hook = {"url": receiver.url(), "states": ["running", "completed"]}
+        task = (await client.post("/v1/tasks", json={"input": "hi", "webhooks": [hook]})).json()
+
+        async def finished() -> bool:
+            got = (await client.get(f"/v1/tasks/{task['id']}")).json()
+            return bool(got["state"] == "completed")
+
+        await wait_for(finished, timeout=15)
+    async with db.connect() as conn:
+        rows = await conn.execute(
+            select(webhook_deliveries.c.state, webhook_deliveries.c.task_snapshot)
+        )
+        snapshots = {row.state: row.task_snapshot for row in rows}
+    assert snapshots["running"]["state"] == "running"
+    assert snapshots["running"]["result"] is None
+    assert snapshots["completed"]["state"] == "completed"
+    async with make_client(**FAST) as client:
+        await settled(client, task["id"], 2)
+
+    running, completed = receiver.received
+    assert running.json["data"]["state"] == "running"
+    assert running.json["data"]["task"]["state"] == "running"
+    assert running.json["data"]["task"]["result"] is None
+    assert running.json["data"]["task"]["finished_at"] is None
+    assert completed.json["data"]["task"]["state"] == "completed"
+    assert completed.json["data"]["task"]["result"] is not None
+    saved = await stored_payloads(db)
+    assert saved == {running.webhook_id: running.body, completed.webhook_id: completed.body}
+
+
+async def test_a_delivery_queued_without_a_snapshot_gets_one_body_for_every_attempt(
+    make_client: ClientFactory, db: AsyncEngine, receiver: Receiver
+) -> None:
+    """A row queued before snapshots existed is rendered once, from the task as it is,
+    and the body is saved before the first send: the retry sends the same bytes."""
+    receiver.script("/hook", Reply(500))
+    async with make_client(**FAST, webhooks_enabled=False) as client:
+        hook = {"url": receiver.url(), "states": ["cancelled"]}
+        task = (await client.post("/v1/tasks", json={"input": "x", "webhooks": [hook]})).json()
+        await client.post(f"/v1/tasks/{task['id']}/cancel", json={"reason": "old row"})
+    async with db.begin() as conn:
+        await conn.execute(update(webhook_deliveries).values(task_snapshot=null()))
+    async with make_client(**FAST) as client:
+        (delivery,) = await settled(client, task["id"], 1)
+
+    assert delivery["status"] == "succeeded"
+    first, second = receiver.received
+    assert first.webhook_id == second.webhook_id == delivery["id"]
+    assert first.body == second.body
+    assert first.json["data"]["task"]["cancel_reason"] == "old row"
+    assert await stored_payloads(db) == {delivery["id"]: first.body}
