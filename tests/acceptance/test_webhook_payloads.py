@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook
 
 from tests.acceptance.conftest import cli_env, serve
@@ -30,7 +31,7 @@ FAILURES = 3  # 503s after the restart, before the receiver recovers
 
 
 async def test_a_dispatcher_killed_mid_attempt_leaves_one_body_per_webhook_id(
-    database_url: str, tmp_path: Path
+    database_url: str, db: AsyncEngine, tmp_path: Path
 ) -> None:
     env = cli_env(
         TASKSERVICE_DATABASE_URL=database_url,

@@ -310,9 +310,12 @@ RETURNING *
     p_overlap=Float,
 )
 
-# Deliveries with their attempt log, newest first.
+# Deliveries with their attempt log, newest first (not their task snapshot or body:
+# those can be as large as the task).
 _DELIVERY_SELECT = """
-SELECT d.*, (
+SELECT d.id, d.subscription_id, d.task_id, d.state, d.event_seq, d.occurred_at, d.status,
+       d.attempts, d.next_attempt_at, d.locked_by, d.last_status_code, d.last_error,
+       d.created_at, d.delivered_at, (
     SELECT jsonb_agg(jsonb_build_object(
                'attempt', a.attempt, 'dispatcher', a.dispatcher, 'started_at', a.started_at,
                'duration_ms', a.duration_ms, 'status_code', a.status_code, 'error', a.error)
