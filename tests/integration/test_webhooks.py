@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import null, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -446,6 +446,73 @@ async def test_tricky_urls_are_refused_at_registration_and_nothing_is_stored(
     assert await count(db, tasks) == 0
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://a..b/hook",  # an empty IDNA label
+        f"https://{'a' * 64}.example.com/hook",  # a label over 63 characters
+        "https://example.com/ho\u0000ok",  # NUL in the path
+        "https://exa\u0000mple.com/hook",  # NUL in the host
+        "https://example.com/hook\r\nX-Injected: 1",
+    ],
+)
+async def test_invalid_host_names_and_control_characters_are_422_not_500(
+    make_client: ClientFactory, db: AsyncEngine, receiver: Receiver, url: str
+) -> None:
+    async with make_client(**FAST) as client:
+        existing = (await client.post("/v1/webhooks", json={"url": receiver.url()})).json()
+        responses = [
+            await client.post("/v1/webhooks", json={"url": url}),
+            await client.post("/v1/tasks", json={"input": "x", "webhooks": [{"url": url}]}),
+            await client.patch(f"/v1/webhooks/{existing['id']}", json={"url": url}),
+        ]
+        kept = (await client.get(f"/v1/webhooks/{existing['id']}")).json()
+    for response in responses:
+        assert response.status_code == 422, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+    assert kept["url"] == receiver.url()
+    assert await count(db, webhook_subscriptions) == 1
+    assert await count(db, tasks) == 0
+
+
+async def test_an_allow_listed_host_name_admits_no_loopback_address(
+    make_client: ClientFactory, receiver: Receiver
+) -> None:
+    """`localhost` resolves to loopback: a name in the allow-list admits only the
+    private-network addresses it resolves to; loopback needs a CIDR."""
+    url = receiver.url(host="localhost")
+    async with make_client(webhook_allow_http=True, webhook_allow_targets=["localhost"]) as client:
+        by_name = await client.post("/v1/webhooks", json={"url": url})
+    assert by_name.status_code == 422, by_name.text
+    assert by_name.headers["content-type"] == "application/problem+json"
+    assert "a loopback address" in by_name.json()["detail"]
+    allowed = ["localhost", "127.0.0.0/8", "::1/128"]
+    async with make_client(webhook_allow_http=True, webhook_allow_targets=allowed) as client:
+        by_cidr = await client.post("/v1/webhooks", json={"url": url})
+    assert by_cidr.status_code == 201, by_cidr.text
+
+
+async def test_an_allow_listed_name_is_checked_against_the_rules_at_every_attempt(
+    make_client: ClientFactory, receiver: Receiver
+) -> None:
+    """Registered while loopback was admitted by a CIDR; the dispatcher runs with only
+    the name allow-listed: the address it would connect to is checked and refused."""
+    url = receiver.url(host="localhost")
+    both = {**FAST, "webhook_retry_schedule": [0]}
+    both["webhook_allow_targets"] = ["localhost", "127.0.0.0/8", "::1/128"]
+    async with make_client(**both, webhooks_enabled=False) as client:
+        hook = {"url": url, "states": ["cancelled"]}
+        task = (await client.post("/v1/tasks", json={"input": "x", "webhooks": [hook]})).json()
+    name_only = {**both, "webhook_allow_targets": ["localhost"]}
+    async with make_client(**name_only) as client:
+        await client.post(f"/v1/tasks/{task['id']}/cancel")
+        (delivery,) = await settled(client, task["id"], 1)
+    assert delivery["status"] == "failed"
+    assert delivery["last_error"].startswith("target refused: localhost resolves to ")
+    assert delivery["last_error"].endswith("a loopback address")
+    assert receiver.received == []
+
+
 async def test_https_is_required_unless_the_operator_allows_http(
     make_client: ClientFactory, receiver: Receiver
 ) -> None:
@@ -643,3 +710,69 @@ async def test_a_task_has_at_most_the_configured_number_of_webhooks(
     assert third.status_code == 409
     assert third.headers["content-type"] == "application/problem+json"
     assert await count(db, webhook_subscriptions) == 2
+
+
+async def stored_payloads(db: AsyncEngine) -> dict[str, bytes]:
+    async with db.connect() as conn:
+        rows = await conn.execute(select(webhook_deliveries.c.id, webhook_deliveries.c.payload))
+    return {str(row.id): row.payload.encode() for row in rows if row.payload is not None}
+
+
+async def test_a_delivery_shows_the_task_as_it_was_at_the_state_change(
+    make_client: ClientFactory, db: AsyncEngine, receiver: Receiver
+) -> None:
+    """No dispatcher runs while the task goes running -> completed; the `task.running`
+    delivery's first attempt comes after the task finished, and still shows it
+    running: the outbox row froze the task at the state change."""
+    async with make_client(workers_enabled=True, webhooks_enabled=False, **FAST) as client:
+        hook = {"url": receiver.url(), "states": ["running", "completed"]}
+        task = (await client.post("/v1/tasks", json={"input": "hi", "webhooks": [hook]})).json()
+
+        async def finished() -> bool:
+            got = (await client.get(f"/v1/tasks/{task['id']}")).json()
+            return bool(got["state"] == "completed")
+
+        await wait_for(finished, timeout=15)
+    async with db.connect() as conn:
+        rows = await conn.execute(
+            select(webhook_deliveries.c.state, webhook_deliveries.c.task_snapshot)
+        )
+        snapshots = {row.state: row.task_snapshot for row in rows}
+    assert snapshots["running"]["state"] == "running"
+    assert snapshots["running"]["result"] is None
+    assert snapshots["completed"]["state"] == "completed"
+    async with make_client(**FAST) as client:
+        await settled(client, task["id"], 2)
+
+    running, completed = receiver.received
+    assert running.json["data"]["state"] == "running"
+    assert running.json["data"]["task"]["state"] == "running"
+    assert running.json["data"]["task"]["result"] is None
+    assert running.json["data"]["task"]["finished_at"] is None
+    assert completed.json["data"]["task"]["state"] == "completed"
+    assert completed.json["data"]["task"]["result"] is not None
+    saved = await stored_payloads(db)
+    assert saved == {running.webhook_id: running.body, completed.webhook_id: completed.body}
+
+
+async def test_a_delivery_queued_without_a_snapshot_gets_one_body_for_every_attempt(
+    make_client: ClientFactory, db: AsyncEngine, receiver: Receiver
+) -> None:
+    """A row queued before snapshots existed is rendered once, from the task as it is,
+    and the body is saved before the first send: the retry sends the same bytes."""
+    receiver.script("/hook", Reply(500))
+    async with make_client(**FAST, webhooks_enabled=False) as client:
+        hook = {"url": receiver.url(), "states": ["cancelled"]}
+        task = (await client.post("/v1/tasks", json={"input": "x", "webhooks": [hook]})).json()
+        await client.post(f"/v1/tasks/{task['id']}/cancel", json={"reason": "old row"})
+    async with db.begin() as conn:
+        await conn.execute(update(webhook_deliveries).values(task_snapshot=null()))
+    async with make_client(**FAST) as client:
+        (delivery,) = await settled(client, task["id"], 1)
+
+    assert delivery["status"] == "succeeded"
+    first, second = receiver.received
+    assert first.webhook_id == second.webhook_id == delivery["id"]
+    assert first.body == second.body
+    assert first.json["data"]["task"]["cancel_reason"] == "old row"
+    assert await stored_payloads(db) == {delivery["id"]: first.body}

@@ -226,7 +226,10 @@ webhook_deliveries = Table(
     Column("schedule_step", Integer, nullable=False, server_default=text("0")),
     Column("next_attempt_at", TZ, nullable=False, server_default=func.now()),
     Column("locked_by", Text),  # the dispatcher with an attempt in flight
-    Column("payload", Text),  # the body, fixed at the first attempt so retries match
+    # The task row as it was at the state change, written with the row by the outbox
+    # trigger (migration 0005); the body is rendered from it.
+    Column("task_snapshot", JSONB),
+    Column("payload", Text),  # the body, saved before the first send: every attempt matches
     Column("last_status_code", Integer),
     Column("last_error", Text),
     _created(),

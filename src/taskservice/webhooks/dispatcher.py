@@ -1,14 +1,16 @@
 """The webhook dispatcher: claims due deliveries and makes one attempt at each.
 
 Runs in every process that has it enabled; all of them share the outbox through
-`SKIP LOCKED` claims. An attempt: render the body (once per delivery; retries send the
-same bytes), check the target again (SSRF: DNS answers change), sign with every
-secret in force, POST to a checked address, then log the attempt and settle the
-delivery in one transaction. A 2xx within the timeout succeeds; 410 disables the
-subscription; anything else is retried on the schedule, or later if the receiver
-said so with `Retry-After`. A dispatcher that dies mid-attempt leaves a lease that
-runs out, and another dispatcher makes the next attempt: delivery is at-least-once,
-and receivers deduplicate on `webhook-id`.
+`SKIP LOCKED` claims. An attempt: take the delivery's body, or render it from the task
+as it was at the state change (the snapshot the outbox trigger stored) and save it
+before sending anything, so every attempt of a `webhook-id` sends the same bytes, even
+after a dispatcher died mid-attempt; check the target again (SSRF: DNS answers
+change), sign with every secret in force, POST to a checked address, then log the
+attempt and settle the delivery in one transaction. A 2xx within the timeout
+succeeds; 410 disables the subscription; anything else is retried on the schedule, or
+later if the receiver said so with `Retry-After`. A dispatcher that dies mid-attempt
+leaves a lease that runs out, and another dispatcher makes the next attempt: delivery
+is at-least-once, and receivers deduplicate on `webhook-id`.
 """
 
 from __future__ import annotations
@@ -79,6 +81,12 @@ def describe(answer: Answer) -> str | None:
     return f"HTTP {code}"
 
 
+def _report_crash(loop: asyncio.Task[None]) -> None:
+    # Otherwise an unexpected error would end dispatching in silence until stop().
+    if not loop.cancelled() and loop.exception() is not None:
+        log.error("the webhook dispatcher stopped", exc_info=loop.exception())
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -110,6 +118,7 @@ class Dispatcher:
 
     async def start(self) -> None:
         self._loop = asyncio.create_task(self._claim_loop(), name="webhook-dispatcher")
+        self._loop.add_done_callback(_report_crash)
         log.info(
             "webhook dispatcher %s started: %d in flight, timeout %.0fs",
             self.dispatcher_id,
@@ -155,7 +164,9 @@ class Dispatcher:
                     payloads = await self._render(claimed)
                 except TRANSIENT_ERRORS as exc:
                     # Claimed but not attempted: the leases run out, and they are retried.
-                    log.warning("could not read the tasks of %d deliveries (%s)", len(claimed), exc)
+                    log.warning(
+                        "could not prepare the bodies of %d deliveries (%s)", len(claimed), exc
+                    )
                     await asyncio.sleep(RETRY_DELAY)
                     continue
                 for delivery in claimed:
@@ -176,7 +187,6 @@ class Dispatcher:
                 claimed,
                 outcome,
                 dispatcher=self.dispatcher_id,
-                payload=payload,
                 disable_after_seconds=self.settings.webhook_disable_after_seconds,
             )
             if not won:
@@ -191,15 +201,20 @@ class Dispatcher:
             self._wake.set()  # a slot is free, and a later state may now be due
 
     async def _render(self, claimed: list[Claimed]) -> dict[uuid.UUID, str]:
-        """Each delivery's body: fixed at its first attempt, made now for new ones
-        (with one query for all their tasks)."""
+        """Each delivery's body, saved before its first send. A new one is rendered
+        from the task as it was at the state change; a delivery queued before
+        snapshots existed (migration 0005) from the task as it is now, once."""
         payloads = {c.id: c.payload for c in claimed if c.payload is not None}
         fresh = [c for c in claimed if c.payload is None]
-        if fresh:
-            tasks = await self.tasks.get_many(list({c.task_id for c in fresh}))
-            for c in fresh:
-                if c.task_id in tasks:
-                    payloads[c.id] = render(c, TaskOut.of(tasks[c.task_id]))
+        if not fresh:
+            return payloads
+        tasks = await self.store.snapshots([c.id for c in fresh if c.has_snapshot])
+        legacy = [c for c in fresh if not c.has_snapshot]
+        if legacy:
+            current = await self.tasks.get_many(list({c.task_id for c in legacy}))
+            tasks |= {c.id: current[c.task_id] for c in legacy if c.task_id in current}
+        rendered = {c.id: render(c, TaskOut.of(tasks[c.id])) for c in fresh if c.id in tasks}
+        payloads |= await self.store.fix_payloads(rendered)
         return payloads
 
     async def _send(self, claimed: Claimed, payload: str) -> Outcome:

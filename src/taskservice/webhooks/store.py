@@ -1,14 +1,17 @@
 """Every SQL statement about webhook subscriptions, deliveries and attempts.
 
-Deliveries are written by the `task_events` trigger (migration 0004) in the same
-transaction as the state change that causes them; this module reads them, registers
-subscriptions, and moves deliveries through their attempts:
+Deliveries are written by the `task_events` trigger (migrations 0004, 0005) in the
+same transaction as the state change that causes them, with a snapshot of the task as
+it is then; this module reads them, registers subscriptions, and moves deliveries
+through their attempts:
 
 - `claim` takes due deliveries with `FOR UPDATE SKIP LOCKED`, counts the attempt and
   pushes `next_attempt_at` past the HTTP timeout (the in-flight lease), all in one
   statement, so two dispatchers never make the same attempt. A delivery is only due
   once every earlier delivery of its (subscription, task) is settled: states go out
   in order.
+- `fix_payloads` saves each body before its first send (the first saved wins), so
+  every attempt of a `webhook-id` sends the same bytes, whoever makes it.
 - `record` writes the attempt's log row and its outcome, fenced on the attempt
   number: a dispatcher whose lease ran out cannot overwrite a later attempt.
 """
@@ -25,6 +28,8 @@ from sqlalchemy import Boolean, Float, Integer, Text, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 
 from taskservice.db.sql import Database, Row, Statement
+from taskservice.db.store import task_from_row
+from taskservice.models import Task
 
 NOTIFY_CHANNEL = "taskservice_webhooks"
 _UUID = UUID(as_uuid=True)
@@ -142,7 +147,8 @@ class Claimed:
     occurred_at: datetime
     attempt: int
     schedule_step: int
-    payload: str | None
+    payload: str | None  # saved before the first send; None until then
+    has_snapshot: bool  # the task as it was at the state change is stored
     url: str
     secrets: tuple[str, ...]  # every secret in force: the current one, then the previous
 
@@ -162,6 +168,7 @@ class Claimed:
             attempt=row["attempts"],
             schedule_step=row["schedule_step"],
             payload=row["payload"],
+            has_snapshot=row["has_snapshot"],
             url=row["url"],
             secrets=tuple(secrets),
         )
@@ -190,7 +197,8 @@ def _stmt(sql: str, **types: Any) -> Statement:
 _CREATE_FOR_TASK = _stmt(
     """
 WITH t AS (
-    SELECT id, tenant, state FROM tasks WHERE id = :p_task AND tenant = :p_tenant FOR SHARE
+    SELECT id, tenant, state, to_jsonb(tasks) AS snapshot FROM tasks
+    WHERE id = :p_task AND tenant = :p_tenant FOR SHARE
 ),
 s AS (
     INSERT INTO webhook_subscriptions (id, tenant, url, secret, states, task_id, filters)
@@ -203,8 +211,9 @@ last AS (
 ),
 d AS (
     INSERT INTO webhook_deliveries
-        (id, subscription_id, task_id, tenant, state, event_seq, occurred_at)
-    SELECT taskservice_uuid7(), s.id, t.id, t.tenant, t.state, last.seq, last.created_at
+        (id, subscription_id, task_id, tenant, state, event_seq, occurred_at, task_snapshot)
+    SELECT taskservice_uuid7(), s.id, t.id, t.tenant, t.state, last.seq, last.created_at,
+           t.snapshot
     FROM s, t, last WHERE t.state = ANY(s.states)
     ON CONFLICT DO NOTHING
     RETURNING id
@@ -301,9 +310,12 @@ RETURNING *
     p_overlap=Float,
 )
 
-# Deliveries with their attempt log, newest first.
+# Deliveries with their attempt log, newest first (not their task snapshot or body:
+# those can be as large as the task).
 _DELIVERY_SELECT = """
-SELECT d.*, (
+SELECT d.id, d.subscription_id, d.task_id, d.state, d.event_seq, d.occurred_at, d.status,
+       d.attempts, d.next_attempt_at, d.locked_by, d.last_status_code, d.last_error,
+       d.created_at, d.delivered_at, (
     SELECT jsonb_agg(jsonb_build_object(
                'attempt', a.attempt, 'dispatcher', a.dispatcher, 'started_at', a.started_at,
                'duration_ms', a.duration_ms, 'status_code', a.status_code, 'error', a.error)
@@ -374,7 +386,9 @@ UPDATE webhook_deliveries d SET
     updated_at = now()
 FROM due, webhook_subscriptions s
 WHERE d.id = due.id AND s.id = d.subscription_id
-RETURNING d.*, s.url, s.secret, s.previous_secret,
+RETURNING d.id, d.subscription_id, d.task_id, d.tenant, d.state, d.event_seq,
+          d.occurred_at, d.attempts, d.schedule_step, d.payload,
+          d.task_snapshot IS NOT NULL AS has_snapshot, s.url, s.secret, s.previous_secret,
           coalesce(s.previous_secret_expires_at > now(), false) AS previous_in_force
 """,
     p_limit=Integer,
@@ -396,7 +410,6 @@ WITH settled AS (
         schedule_step = CASE WHEN :p_status = 'succeeded' THEN schedule_step
                              ELSE schedule_step + 1 END,
         locked_by = NULL,
-        payload = coalesce(payload, :p_payload),
         last_status_code = :p_code,
         last_error = :p_error,
         delivered_at = CASE WHEN :p_status = 'succeeded' THEN now() ELSE delivered_at END,
@@ -424,12 +437,35 @@ SELECT count(*) AS won FROM settled
     p_attempt=Integer,
     p_status=Text,
     p_retry_in=Float,
-    p_payload=Text,
     p_code=Integer,
     p_error=Text,
     p_dispatcher=Text,
     p_started=TIMESTAMP(timezone=True),
     p_duration=Float,
+)
+
+# The tasks of deliveries as they were at their state changes, as task rows.
+_SNAPSHOTS = _stmt(
+    """
+SELECT d.id AS delivery_id, t.*
+FROM webhook_deliveries d
+CROSS JOIN LATERAL jsonb_populate_record(NULL::tasks, d.task_snapshot) t
+WHERE d.id = ANY(:p_ids) AND d.task_snapshot IS NOT NULL
+""",
+    p_ids=ARRAY(_UUID),
+)
+
+# Bodies are saved before their first send; the first one saved wins, and every
+# dispatcher sends what is saved.
+_FIX_PAYLOADS = _stmt(
+    """
+UPDATE webhook_deliveries d SET payload = coalesce(d.payload, x.payload)
+FROM unnest(CAST(:p_ids AS uuid[]), CAST(:p_payloads AS text[])) AS x(id, payload)
+WHERE d.id = x.id
+RETURNING d.id, d.payload
+""",
+    p_ids=ARRAY(_UUID),
+    p_payloads=ARRAY(Text),
 )
 
 # A failure extends the streak; a 410 (p_reason set) or a streak older than
@@ -644,13 +680,26 @@ class WebhookStore:
         params = {"p_limit": limit, "p_dispatcher": dispatcher, "p_lease": lease_seconds}
         return [Claimed.of(row) for row in await self.db.fetch(_CLAIM, params)]
 
+    async def snapshots(self, delivery_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Task]:
+        """Each delivery's task as it was at its state change (deliveries queued
+        before snapshots existed have none)."""
+        rows = await self.db.fetch(_SNAPSHOTS, {"p_ids": list(delivery_ids)})
+        return {row["delivery_id"]: task_from_row(row) for row in rows}
+
+    async def fix_payloads(self, payloads: Mapping[uuid.UUID, str]) -> dict[uuid.UUID, str]:
+        """Save bodies not saved yet; answer the body each delivery now has (another
+        dispatcher's, if it saved first). A delivery that is gone is left out."""
+        if not payloads:
+            return {}
+        params = {"p_ids": list(payloads), "p_payloads": list(payloads.values())}
+        return {row["id"]: row["payload"] for row in await self.db.fetch(_FIX_PAYLOADS, params)}
+
     async def record(
         self,
         claimed: Claimed,
         outcome: Outcome,
         *,
         dispatcher: str,
-        payload: str,
         disable_after_seconds: float,
     ) -> bool:
         """Log the attempt and settle the delivery. False: the attempt was no longer
@@ -666,7 +715,6 @@ class WebhookStore:
             "p_attempt": claimed.attempt,
             "p_status": status,
             "p_retry_in": outcome.retry_in or 0.0,
-            "p_payload": payload,
             "p_code": outcome.status_code,
             "p_error": outcome.error,
             "p_dispatcher": dispatcher,
