@@ -30,6 +30,7 @@ import httpcore
 from taskservice.aio import wait_until
 from taskservice.api.schemas import TaskOut
 from taskservice.db import TRANSIENT_ERRORS
+from taskservice.db.outage import OUTAGE
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub
 from taskservice.settings import Settings
@@ -157,16 +158,15 @@ class Dispatcher:
                         dispatcher=self.dispatcher_id, limit=free, lease_seconds=self._lease
                     )
                 except TRANSIENT_ERRORS as exc:
-                    log.warning("webhook claim failed (%s); retrying", exc)
+                    OUTAGE.failed("webhook claim", exc)
                     await asyncio.sleep(RETRY_DELAY)
                     continue
                 try:
                     payloads = await self._render(claimed)
                 except TRANSIENT_ERRORS as exc:
                     # Claimed but not attempted: the leases run out, and they are retried.
-                    log.warning(
-                        "could not prepare the bodies of %d deliveries (%s)", len(claimed), exc
-                    )
+                    OUTAGE.failed("webhook bodies", exc)
+                    log.info("could not prepare the bodies of %d deliveries", len(claimed))
                     await asyncio.sleep(RETRY_DELAY)
                     continue
                 for delivery in claimed:
@@ -193,9 +193,10 @@ class Dispatcher:
                 log.warning(
                     "delivery %s: attempt %d was settled elsewhere", claimed.id, claimed.attempt
                 )
-        except TRANSIENT_ERRORS:
+        except TRANSIENT_ERRORS as exc:
             # Not recorded: the lease runs out and the delivery is attempted again.
-            log.exception("delivery %s: could not record attempt %d", claimed.id, claimed.attempt)
+            OUTAGE.failed(f"delivery {claimed.id}", exc)
+            log.info("delivery %s: could not record attempt %d", claimed.id, claimed.attempt)
         finally:
             self._inflight.pop(claimed.id, None)
             self._wake.set()  # a slot is free, and a later state may now be due
