@@ -19,16 +19,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
-
 from taskservice.aio import wait_until
-from taskservice.db import TRANSIENT_ERRORS
-from taskservice.db.engine import asyncpg_dsn
+from taskservice.db import TRANSIENT_ERRORS, notify
 from taskservice.db.outage import DRIVER_ERRORS, OUTAGE
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "taskservice_events"
 RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)  # seconds, the last one repeats
 HEALTH_CHECK_INTERVAL = 10.0  # seconds; finds connections that died silently
 
@@ -63,7 +59,7 @@ ReconnectHook = Callable[[], None]
 
 class EventHub:
     def __init__(self, database_url: str) -> None:
-        self._dsn, self._connect_kwargs = asyncpg_dsn(database_url)
+        self._database_url = database_url
         self._subscribers: list[Subscriber] = []
         self._reconnect_hooks: list[ReconnectHook] = []
         self._channels: dict[str, list[Callable[[str], None]]] = {}
@@ -124,12 +120,10 @@ class EventHub:
 
     async def _listen_once(self) -> None:
         self._lost.clear()
-        conn = await asyncpg.connect(self._dsn, **self._connect_kwargs)
+        channels: dict[str, notify.Callback] = {notify.EVENTS_CHANNEL: self._on_notify}
+        channels |= {channel: self._on_other for channel in self._channels}
+        conn = await notify.listen(self._database_url, channels, on_lost=self._lost.set)
         self._connection = conn
-        conn.add_termination_listener(lambda _c: self._lost.set())
-        await conn.add_listener(CHANNEL, self._on_notify)
-        for channel in self._channels:
-            await conn.add_listener(channel, self._on_other)
         if self._connected_before:
             self.reconnects += 1
             log.info("event listener reconnected; subscribers catch up from the tables")
@@ -140,7 +134,7 @@ class EventHub:
         while not self._lost.is_set():
             await wait_until(self._lost.wait(), HEALTH_CHECK_INTERVAL)
             if not self._lost.is_set():
-                await conn.fetchval("SELECT 1", timeout=5)
+                await notify.check(conn)
         raise ConnectionResetError("LISTEN connection closed")
 
     async def _close(self) -> None:

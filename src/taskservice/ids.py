@@ -1,8 +1,10 @@
-"""Time-ordered UUIDv7 ids (RFC 9562), monotonic within a process."""
+"""Ids: time-ordered UUIDv7 (RFC 9562), monotonic within a process; and the names a
+process's workers and dispatchers hold leases under."""
 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 import uuid
@@ -39,3 +41,9 @@ def parse_uuid(text: str) -> uuid.UUID | None:
         return uuid.UUID(text)
     except (ValueError, AttributeError, TypeError):
         return None
+
+
+def new_worker_id() -> str:
+    """A lease owner's name, fresh at every start: a restarted process never inherits
+    old leases."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -24,6 +24,7 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Database
 from taskservice.db.store import TaskStore
+from taskservice.db.webhooks import WebhookStore
 from taskservice.events import EventHub, TaskWatchers, Watermark
 from taskservice.routing import MessageRouter
 from taskservice.service import TaskService
@@ -31,7 +32,6 @@ from taskservice.settings import Settings
 from taskservice.tokens import StreamTokens
 from taskservice.webhooks.dispatcher import Dispatcher
 from taskservice.webhooks.service import WebhookService
-from taskservice.webhooks.store import WebhookStore
 from taskservice.worker.executor import Executor
 from taskservice.worker.pool import WorkerPool
 from taskservice.worker.reaper import Reaper

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.store import TaskStore
+from taskservice.db.webhooks import WebhookStore
 from taskservice.webhooks import signing
-from taskservice.webhooks.store import WebhookStore
 from tests.acceptance.test_workers import fetch, wait_until, workers
 from tests.fakes.webhook_receiver import Receiver
 from tests.integration.helpers import SPEC, new_task

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Self
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskservice.models import Task, TaskEvent
+from taskservice.db.webhooks import Delivery, Subscription
+from taskservice.models import TaskEvent
 from taskservice.states import TaskState
+from taskservice.views import TaskOut
 from taskservice.webhooks.service import DEFAULT_STATES, WebhookRequest
-from taskservice.webhooks.store import Delivery, Subscription
 
 NonEmptyText = Annotated[str, Field(min_length=1)]
 
@@ -248,58 +249,6 @@ class MessageIn(Request):
         description="Free text; a leading `@<task id>` sends it to that task.",
     )
     context_id: str | None = Field(default=None, min_length=1, max_length=200)
-
-
-class AgentOut(BaseModel):
-    profile: str
-    model: str
-    system_prompt: str
-
-
-class TaskOut(BaseModel):
-    id: uuid.UUID
-    state: TaskState
-    input: Any
-    result: Any = None
-    error: dict[str, Any] | None = None
-    agent: AgentOut
-    metadata: dict[str, Any]
-    parent_id: uuid.UUID | None = None
-    context_id: str | None = None
-    attempt: int
-    max_attempts: int
-    timeout_seconds: float | None = None
-    cancel_reason: str | None = None
-    input_request: Any = None
-    usage: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-    @classmethod
-    def of(cls, task: Task) -> Self:
-        return cls(
-            id=task.id,
-            state=task.state,
-            input=task.input,
-            result=task.result,
-            error=task.error,
-            agent=AgentOut(**task.agent.to_json()),
-            metadata=task.metadata,
-            parent_id=task.parent_id,
-            context_id=task.context_id,
-            attempt=task.attempt,
-            max_attempts=task.max_attempts,
-            timeout_seconds=task.timeout_seconds,
-            cancel_reason=task.cancel_reason,
-            input_request=task.input_request,
-            usage=task.usage,
-            created_at=task.created_at,
-            updated_at=task.updated_at,
-            started_at=task.started_at,
-            finished_at=task.finished_at,
-        )
 
 
 class TaskCreated(TaskOut):

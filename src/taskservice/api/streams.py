@@ -23,13 +23,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from taskservice.aio import wait_until
-from taskservice.api.schemas import EventOut, TaskOut
+from taskservice.api.schemas import EventOut
 from taskservice.api.sse import LeanEventSourceResponse, keep_alive
 from taskservice.events import TaskWatchers, Watermark
 from taskservice.models import EventFilter, Task, TaskEvent
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.states import TaskState
+from taskservice.views import TaskOut
 
 
 def event_stream(

@@ -28,17 +28,18 @@ from datetime import UTC, datetime
 import httpcore
 
 from taskservice.aio import wait_until
-from taskservice.api.schemas import TaskOut
 from taskservice.db import TRANSIENT_ERRORS
+from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.outage import OUTAGE
 from taskservice.db.store import TaskStore
+from taskservice.db.webhooks import Claimed, Outcome, WebhookStore
 from taskservice.events import EventHub
+from taskservice.ids import new_worker_id
 from taskservice.settings import Settings
+from taskservice.views import TaskOut
 from taskservice.webhooks import signing
 from taskservice.webhooks.http import Answer, Sender
-from taskservice.webhooks.store import NOTIFY_CHANNEL, Claimed, Outcome, WebhookStore
 from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver
-from taskservice.worker.pool import new_worker_id
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class Dispatcher:
         self._inflight: dict[uuid.UUID, tuple[asyncio.Task[None], Claimed]] = {}
         self._loop: asyncio.Task[None] | None = None
         # Before the hub starts: it LISTENs on the channels registered by then.
-        hub.on_channel(NOTIFY_CHANNEL, lambda _payload: self._wake.set())
+        hub.on_channel(WEBHOOKS_CHANNEL, lambda _payload: self._wake.set())
         hub.on_reconnect(self._wake.set)
 
     async def start(self) -> None:

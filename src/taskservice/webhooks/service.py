@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskservice.db.webhooks import Delivery, Subscription, WebhookStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound
 from taskservice.ids import parse_uuid, uuid7
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 from taskservice.webhooks import signing
-from taskservice.webhooks.store import Delivery, Subscription, WebhookStore
 from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver
 
 # What a caller usually acts on: the end of a task, or its question.

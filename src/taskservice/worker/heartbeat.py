@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from taskservice.db.engine import asyncpg_dsn
+from taskservice.db import notify
 from taskservice.db.leases import renew
 from taskservice.db.outage import DRIVER_ERRORS, OUTAGE
 
@@ -37,7 +37,7 @@ class Heartbeat:
         lease_seconds: float,
         on_lost: Callable[[set[uuid.UUID]], None],
     ) -> None:
-        self._dsn, self._connect_kwargs = asyncpg_dsn(database_url)
+        self._database_url = database_url
         self.owner = owner
         self.lease_seconds = lease_seconds
         self.interval = lease_seconds / 3
@@ -73,7 +73,7 @@ class Heartbeat:
         while not self._stop.is_set():
             try:
                 if conn is None or conn.is_closed():
-                    conn = await asyncpg.connect(self._dsn, **self._connect_kwargs)
+                    conn = await notify.connect(self._database_url)
                 await self._beat(conn)
             except DRIVER_ERRORS as exc:
                 OUTAGE.failed("lease heartbeat", exc)

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import uuid
 from typing import Any
 
@@ -34,6 +32,7 @@ from taskservice.db.ledger import LedgerStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.store import TaskStore
 from taskservice.events import EventHub, EventNotice
+from taskservice.ids import new_worker_id
 from taskservice.models import Lease, Task
 from taskservice.settings import Settings
 from taskservice.states import TaskState
@@ -47,11 +46,6 @@ RETRY_DELAY = 1.0  # seconds, after a database error in a loop
 # Events after which a task may be claimable: wake the claim loop.
 _WAKE_TYPES = frozenset({"recovered", "released"})
 _WAKE_TARGETS = frozenset({TaskState.PENDING.value, TaskState.RUNNING.value})
-
-
-def new_worker_id() -> str:
-    """Fresh at every process start: a restarted process never inherits old leases."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class WorkerPool:

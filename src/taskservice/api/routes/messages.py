@@ -6,8 +6,9 @@ from fastapi import APIRouter, Request, status
 
 from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
-from taskservice.api.schemas import MessageIn, RoutedOut, TaskOut
+from taskservice.api.schemas import MessageIn, RoutedOut
 from taskservice.runtime import Runtime
+from taskservice.views import TaskOut
 
 router = APIRouter(prefix="/v1/messages", tags=["messages"])
 

@@ -27,7 +27,6 @@ from taskservice.api.schemas import (
     TaskCreate,
     TaskCreated,
     TaskList,
-    TaskOut,
     WebhookWithSecret,
 )
 from taskservice.api.sse import SSE_CONTENT
@@ -35,6 +34,7 @@ from taskservice.errors import Forbidden
 from taskservice.models import TaskFilter
 from taskservice.runtime import Runtime
 from taskservice.states import TaskState
+from taskservice.views import TaskOut
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 

@@ -27,11 +27,11 @@ from typing import Any
 from sqlalchemy import Boolean, Float, Integer, Text, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 
+from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.store import task_from_row
 from taskservice.models import Task
 
-NOTIFY_CHANNEL = "taskservice_webhooks"
 _UUID = UUID(as_uuid=True)
 
 
@@ -562,7 +562,7 @@ class WebhookStore:
         if row is None:
             return None
         if row["delivered_now"]:
-            await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
+            await conn.execute("SELECT pg_notify($1, '')", WEBHOOKS_CHANNEL)
         return Subscription.of(row)
 
     async def create_global(
@@ -623,7 +623,7 @@ class WebhookStore:
             row = await conn.fetchrow(_UPDATE.sql, *_UPDATE.args(params))
             if row is not None and enabled:
                 # Deliveries held back while it was disabled are due now.
-                await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
+                await conn.execute("SELECT pg_notify($1, '')", WEBHOOKS_CHANNEL)
         return Subscription.of(row) if row is not None else None
 
     async def rotate(
@@ -671,7 +671,7 @@ class WebhookStore:
                 _REDELIVER.sql, *_REDELIVER.args({"p_id": delivery_id, "p_tenant": tenant})
             )
             if row is not None:
-                await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
+                await conn.execute("SELECT pg_notify($1, '')", WEBHOOKS_CHANNEL)
             return row is not None
 
     # -- the dispatcher's side ----------------------------------------------------

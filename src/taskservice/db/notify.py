@@ -1,0 +1,56 @@
+"""LISTEN/NOTIFY: the channels, what sends on them, and the connections outside the
+pools (the LISTEN connection, the heartbeat's).
+
+Nothing in Python sends the task events' notices: triggers do, in the transaction
+that writes the row, so a notice exists exactly when its row committed.
+
+- `taskservice_events` (`EVENTS_CHANNEL`): trigger `task_events_notify`, AFTER
+  INSERT ON task_events (migration 0001), payload
+  `<event id>,<task id>,<seq>,<type>,<from>,<to>,<tenant>` (`from`/`to` set on state
+  changes). Every write that appends a task event therefore notifies: a submit, a
+  claim, a step, an outcome, a cancel, the reaper's `recovered`.
+- `taskservice_webhooks` (`WEBHOOKS_CHANNEL`): trigger `task_events_webhook_outbox`,
+  AFTER INSERT ON task_events (migrations 0004, 0005), which also writes the
+  `webhook_deliveries` rows (the outbox, with the task's snapshot) for every
+  subscription the state change matches; `db.webhooks` sends it too when it makes a
+  delivery due by other means (a late registration, a redelivery).
+
+A notice is a hint: readers catch up from the tables, so a lost one costs latency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from taskservice.db.engine import asyncpg_dsn
+
+EVENTS_CHANNEL = "taskservice_events"
+WEBHOOKS_CHANNEL = "taskservice_webhooks"
+
+Callback = Callable[[Any, int, str, str], None]  # asyncpg's: (conn, pid, channel, payload)
+
+
+async def connect(database_url: str) -> asyncpg.Connection:
+    """A connection of its own, outside the pools (LISTEN needs one for its whole
+    life; the heartbeat one that no busy pool can starve)."""
+    dsn, kwargs = asyncpg_dsn(database_url)
+    return await asyncpg.connect(dsn, **kwargs)
+
+
+async def listen(
+    database_url: str, channels: dict[str, Callback], on_lost: Callable[[], None]
+) -> asyncpg.Connection:
+    """A connection LISTENing on `channels`; `on_lost` runs when it closes."""
+    conn = await connect(database_url)
+    conn.add_termination_listener(lambda _conn: on_lost())
+    for channel, callback in channels.items():
+        await conn.add_listener(channel, callback)
+    return conn
+
+
+async def check(conn: asyncpg.Connection) -> None:
+    """A round trip: finds a connection that died without a word."""
+    await conn.fetchval("SELECT 1", timeout=5)

@@ -1,0 +1,69 @@
+"""JSON views of the domain that more than one transport shows: the REST API's
+task, and the task inside a webhook payload are the same document.
+
+Below the transports (`api/`) and the runners (the webhook dispatcher), so both
+import it and neither imports the other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Self
+
+from pydantic import BaseModel
+
+from taskservice.models import Task
+from taskservice.states import TaskState
+
+
+class AgentOut(BaseModel):
+    profile: str
+    model: str
+    system_prompt: str
+
+
+class TaskOut(BaseModel):
+    id: uuid.UUID
+    state: TaskState
+    input: Any
+    result: Any = None
+    error: dict[str, Any] | None = None
+    agent: AgentOut
+    metadata: dict[str, Any]
+    parent_id: uuid.UUID | None = None
+    context_id: str | None = None
+    attempt: int
+    max_attempts: int
+    timeout_seconds: float | None = None
+    cancel_reason: str | None = None
+    input_request: Any = None
+    usage: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @classmethod
+    def of(cls, task: Task) -> Self:
+        return cls(
+            id=task.id,
+            state=task.state,
+            input=task.input,
+            result=task.result,
+            error=task.error,
+            agent=AgentOut(**task.agent.to_json()),
+            metadata=task.metadata,
+            parent_id=task.parent_id,
+            context_id=task.context_id,
+            attempt=task.attempt,
+            max_attempts=task.max_attempts,
+            timeout_seconds=task.timeout_seconds,
+            cancel_reason=task.cancel_reason,
+            input_request=task.input_request,
+            usage=task.usage,
+            created_at=task.created_at,
+            updated_at=task.updated_at,
+            started_at=task.started_at,
+            finished_at=task.finished_at,
+        )
