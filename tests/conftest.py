@@ -34,9 +34,10 @@ from taskservice.api.app import create_app
 from taskservice.db import migrate
 from taskservice.db.engine import asyncpg_dsn, create_engine
 from taskservice.db.sql import Database
-from taskservice.db.store import TaskStore
 from taskservice.db.tables import metadata
+from taskservice.db.tasks import TaskStore
 from taskservice.settings import Settings
+from taskservice.states import TRANSITIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG_SHUTDOWN = 8
@@ -73,12 +74,46 @@ def server_url() -> str:
     return _server_url()
 
 
+# Every state change any test drives, through any statement of the code (the claim,
+# the reaper's, cascading cancel, resuming parents, ...) or any process it starts, is
+# checked at the database against `states.TRANSITIONS`: the SQL literals cannot drift
+# from the table. Test setup that puts a task in a state directly says so
+# (`allow_any_state`).
+_ALLOWED = ",".join(f"{a.value}>{b.value}" for a, targets in TRANSITIONS.items() for b in targets)
+TRANSITION_GUARD = f"""
+CREATE FUNCTION taskservice_test_transition_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.state <> OLD.state
+       AND coalesce(current_setting('taskservice.test_setup', true), '') <> 'on'
+       AND NOT (OLD.state || '>' || NEW.state = ANY(string_to_array('{_ALLOWED}', ','))) THEN
+        RAISE EXCEPTION 'illegal transition % -> % (not in states.TRANSITIONS)',
+            OLD.state, NEW.state;
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER taskservice_test_transition_guard BEFORE UPDATE OF state ON tasks
+    FOR EACH ROW EXECUTE FUNCTION taskservice_test_transition_guard();
+"""
+
+
+async def allow_any_state(conn: Any) -> None:
+    """In a test's setup transaction (SQLAlchemy connection): skip the guard."""
+    await conn.exec_driver_sql("SET LOCAL taskservice.test_setup = 'on'")
+
+
 @pytest.fixture(scope="session")
 async def database_url(server_url: str) -> AsyncIterator[str]:
     name = f"taskservice_test_{os.getpid()}_{secrets.token_hex(3)}"
     await admin_execute(server_url, f'CREATE DATABASE "{name}"')
     url = with_database(server_url, name)
     await migrate.upgrade(url)
+    dsn, kwargs = asyncpg_dsn(url)
+    conn = await asyncpg.connect(dsn, **kwargs)
+    try:
+        await conn.execute(TRANSITION_GUARD)
+    finally:
+        await conn.close()
     yield url
     await admin_execute(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

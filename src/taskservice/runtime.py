@@ -21,17 +21,17 @@ from taskservice.db.embedded import start_embedded
 from taskservice.db.engine import create_engine
 from taskservice.db.keys import ApiKeyStore, service_secret
 from taskservice.db.leases import LeaseStore
-from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Database
-from taskservice.db.store import TaskStore
+from taskservice.db.steps import LedgerStore
+from taskservice.db.tasks import TaskStore
 from taskservice.db.webhooks import WebhookStore
 from taskservice.events import EventHub, TaskWatchers, Watermark
-from taskservice.routing import MessageRouter
+from taskservice.message_router import MessageRouter
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.tokens import StreamTokens
 from taskservice.webhooks.dispatcher import Dispatcher
-from taskservice.webhooks.service import WebhookService
+from taskservice.webhooks.subscriptions import WebhookService
 from taskservice.worker.executor import Executor
 from taskservice.worker.pool import WorkerPool
 from taskservice.worker.reaper import Reaper

@@ -18,9 +18,9 @@ from typing import Any
 from taskservice import jsonvalues
 from taskservice.agents import AgentCatalog
 from taskservice.aio import wait_until
-from taskservice.db.ledger import LedgerStore
 from taskservice.db.sql import Row
-from taskservice.db.store import AlsoWrite, TaskStore
+from taskservice.db.steps import LedgerStore
+from taskservice.db.tasks import AlsoWrite, TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from taskservice.events import TaskWatchers
 from taskservice.ids import parse_uuid
@@ -35,7 +35,7 @@ from taskservice.models import (
 )
 from taskservice.settings import Settings
 from taskservice.states import TaskState
-from taskservice.webhooks.service import Prepared, WebhookRequest, WebhookService
+from taskservice.webhooks.subscriptions import Prepared, WebhookRequest, WebhookService
 
 _CURSOR_VERSION = "v1"
 # A cancel re-reads and retries when the task moved under it; the state machine has

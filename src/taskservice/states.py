@@ -1,7 +1,10 @@
 """The task state machine: states, the terminal set and the transition table.
 
-Every transition in the code base is checked against `TRANSITIONS`; in the database
-each one is a single conditional UPDATE (see `db.store.TaskStore.transition`).
+Every transition in the code base is checked against `TRANSITIONS`. In the database
+each one is a single conditional UPDATE (`db.tasks.TaskStore.transition`); the few
+written as SQL literals for speed (the claim, the reaper's, cascading cancel,
+resuming parents) are checked against this table at the database in every test run
+(`tests/conftest.py`, `TRANSITION_GUARD`), whatever process runs them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.store import TaskStore
+from taskservice.db.tasks import TaskStore
 from taskservice.db.webhooks import WebhookStore
 from taskservice.webhooks import signing
 from tests.acceptance.test_workers import fetch, wait_until, workers

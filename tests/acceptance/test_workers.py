@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
-from taskservice.db.store import TaskStore
+from taskservice.db.tasks import TaskStore
 from tests.acceptance.conftest import cli_env
 from tests.integration.helpers import SPEC, new_task
 

@@ -10,10 +10,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.store import TaskStore
 from taskservice.db.tables import task_events, tasks
+from taskservice.db.tasks import TaskStore
 from taskservice.models import AgentSpec, NewTask, Task
 from taskservice.states import TaskState
+from tests.conftest import allow_any_state
 
 SPEC = AgentSpec(profile="default", model="offline", system_prompt="be brief")
 
@@ -37,6 +38,7 @@ async def force_state(engine: AsyncEngine, task_id: uuid.UUID, state: TaskState)
     """Set a state directly (test setup only: bypasses the state machine)."""
     owner = "test-worker" if state is TaskState.RUNNING else None
     async with engine.begin() as conn:
+        await allow_any_state(conn)
         await conn.execute(
             update(tasks)
             .where(tasks.c.id == task_id)

@@ -24,7 +24,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents import ProfileError
-from taskservice.db.ledger import LedgerStore
+from taskservice.db.steps import LedgerStore
 from tests.conftest import ClientFactory, wait_for
 
 

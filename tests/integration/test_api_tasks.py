@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db import migrate
 from taskservice.db.tables import task_events, tasks
+from tests.conftest import allow_any_state
 from tests.integration.helpers import count
 
 
@@ -141,6 +142,7 @@ async def test_cancelling_a_completed_task_is_409_naming_the_state(
 ) -> None:
     task = await submit(client)
     async with db.begin() as conn:
+        await allow_any_state(conn)
         await conn.execute(tasks.update().values(state="completed"))
     response = await client.post(f"/v1/tasks/{task['id']}/cancel")
     assert response.status_code == 409

@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
 from taskservice.db.keys import ApiKeyStore
-from taskservice.db.ledger import LedgerStore
 from taskservice.db.outage import OUTAGE
+from taskservice.db.steps import LedgerStore
 from taskservice.errors import DatabaseUnavailable
 from tests.conftest import ClientFactory, LiveFactory, wait_for
 from tests.integration.helpers import event_types

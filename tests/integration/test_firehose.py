@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
 from taskservice.db.keys import ApiKeyStore
-from taskservice.db.store import TaskStore
+from taskservice.db.tasks import TaskStore
 from taskservice.events import EventHub, Watermark
 from tests.conftest import LiveFactory, wait_for
 from tests.integration.helpers import new_task

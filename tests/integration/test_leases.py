@@ -10,11 +10,11 @@ from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.leases import LeaseStore
-from taskservice.db.store import TaskStore
 from taskservice.db.tables import tasks
+from taskservice.db.tasks import TaskStore
 from taskservice.models import Lease
 from taskservice.states import TaskState
-from tests.conftest import ClientFactory, wait_for
+from tests.conftest import ClientFactory, allow_any_state, wait_for
 from tests.integration.helpers import event_types, new_task
 
 
@@ -214,6 +214,7 @@ async def test_cancelling_a_parent_cancels_its_live_descendants(
     grandchild = await new_task(store, parent_id=child.id)
     unrelated = await new_task(store)
     async with db.begin() as conn:
+        await allow_any_state(conn)
         await conn.execute(
             update(tasks).where(tasks.c.id == done_child.id).values(state="completed")
         )

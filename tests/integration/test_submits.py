@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.store import TaskStore
+from taskservice.db.tasks import TaskStore
 from taskservice.models import NewTask, Task
 from taskservice.states import TaskState
 from tests.integration.helpers import SPEC

@@ -6,14 +6,15 @@ import asyncio
 import itertools
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents import AgentCatalog
 from taskservice.db.leases import LeaseStore
-from taskservice.db.ledger import LedgerStore
-from taskservice.db.store import TaskStore
-from taskservice.db.tables import task_events
+from taskservice.db.steps import LedgerStore
+from taskservice.db.tables import task_events, tasks
+from taskservice.db.tasks import TaskStore
 from taskservice.errors import Conflict
 from taskservice.models import Lease
 from taskservice.service import TaskService
@@ -137,3 +138,16 @@ async def test_fifty_cancel_versus_complete_races_each_end_in_exactly_one_termin
         assert [seq for seq, _, _ in events] == list(range(1, len(events) + 1))
         outcomes[final.state] += 1
     assert sum(outcomes.values()) == 50
+
+
+async def test_the_test_database_refuses_any_transition_the_table_does_not_allow(
+    db: AsyncEngine, store: TaskStore
+) -> None:
+    """The guard every test runs under (`tests.conftest.TRANSITION_GUARD`): whatever
+    statement changes a task's state, the change must be in `states.TRANSITIONS`."""
+    task = await new_task(store)
+    await force_state(db, task.id, TaskState.COMPLETED)
+    with pytest.raises(DBAPIError, match="illegal transition completed -> running"):
+        async with db.begin() as conn:
+            await conn.execute(update(tasks).where(tasks.c.id == task.id).values(state="running"))
+    assert (await store.get(task.id)).state is TaskState.COMPLETED  # type: ignore[union-attr]

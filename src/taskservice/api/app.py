@@ -17,7 +17,7 @@ from taskservice.agents import ToolFunction
 from taskservice.api import errors
 from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
-from taskservice.api.routes import a2a, agents, events, health, messages, tasks, tokens, webhooks
+from taskservice.api.routes import a2a, agents, firehose, health, messages, tasks, tokens, webhooks
 from taskservice.api.sse import StreamGate, run_streams_after_routing
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
@@ -94,7 +94,7 @@ def create_app(
     app.include_router(agents.router)
     app.include_router(messages.router)
     app.include_router(tokens.router)
-    app.include_router(events.router)
+    app.include_router(firehose.router)
     app.include_router(webhooks.router)
     app.include_router(health.router)
     app.include_router(a2a.router)

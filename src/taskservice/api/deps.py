@@ -20,7 +20,7 @@ from taskservice.errors import NotFound, Unauthorized
 from taskservice.ids import parse_uuid
 from taskservice.runtime import Runtime
 from taskservice.service import TaskService
-from taskservice.webhooks.service import WebhookService
+from taskservice.webhooks.subscriptions import WebhookService
 
 BEARER_SCHEME = {
     "HTTPBearer": {

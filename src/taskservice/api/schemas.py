@@ -12,7 +12,7 @@ from taskservice.db.webhooks import Delivery, Subscription
 from taskservice.models import TaskEvent
 from taskservice.states import TaskState
 from taskservice.views import TaskOut
-from taskservice.webhooks.service import DEFAULT_STATES, WebhookRequest
+from taskservice.webhooks.subscriptions import DEFAULT_STATES, WebhookRequest
 
 NonEmptyText = Annotated[str, Field(min_length=1)]
 

@@ -20,7 +20,7 @@ from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.types import Float, Integer, Interval, Text
 
 from taskservice.db.sql import Database, Statement
-from taskservice.db.store import task_from_row
+from taskservice.db.tasks import task_from_row
 from taskservice.models import Lease, Task
 
 

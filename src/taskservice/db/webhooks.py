@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 
 from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.sql import Database, Row, Statement
-from taskservice.db.store import task_from_row
+from taskservice.db.tasks import task_from_row
 from taskservice.models import Task
 
 _UUID = UUID(as_uuid=True)

@@ -31,7 +31,7 @@ from taskservice.aio import wait_until
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.outage import OUTAGE
-from taskservice.db.store import TaskStore
+from taskservice.db.tasks import TaskStore
 from taskservice.db.webhooks import Claimed, Outcome, WebhookStore
 from taskservice.events import EventHub
 from taskservice.ids import new_worker_id

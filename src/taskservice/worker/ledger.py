@@ -26,8 +26,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolResults
 
-from taskservice.db.ledger import LedgerStore
-from taskservice.db.store import TaskStore
+from taskservice.agents import RunHooks
+from taskservice.db.steps import LedgerStore
+from taskservice.db.tasks import TaskStore
 from taskservice.models import AgentSpec, Lease, NewTask, Task
 from taskservice.states import TaskState
 
@@ -105,8 +106,9 @@ def open_tool_calls(history: list[ModelMessage]) -> list[ToolCallPart]:
     return []
 
 
-class RunLedger:
-    """The `RunHooks` of one run, writing through fenced statements."""
+class RunLedger(RunHooks):
+    """The worker's adapter of the `RunHooks` port (`agents.RunHooks`, what tools call):
+    one run's ledger, written through fenced statements."""
 
     def __init__(self, store: LedgerStore, tasks: TaskStore, task: Task, lease: Lease) -> None:
         self.store = store

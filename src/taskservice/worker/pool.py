@@ -28,9 +28,9 @@ from typing import Any
 from taskservice.aio import wait_until
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
-from taskservice.db.ledger import LedgerStore
 from taskservice.db.outage import OUTAGE
-from taskservice.db.store import TaskStore
+from taskservice.db.steps import LedgerStore
+from taskservice.db.tasks import TaskStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.ids import new_worker_id
 from taskservice.models import Lease, Task

@@ -22,7 +22,7 @@ import random
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
 from taskservice.db.outage import OUTAGE
-from taskservice.db.store import TaskStore
+from taskservice.db.tasks import TaskStore
 from taskservice.settings import Settings
 
 log = logging.getLogger(__name__)
