@@ -43,6 +43,12 @@ _UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
 # How json.dumps writes NUL: \u0000 after an even number of backslashes (an odd number
 # is a literal backslash followed by "u0000").
 _NUL_ESCAPED = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# For the depth of JSON text without parsing it (`_nests_deeper`): in the UTF-8
+# bytes, escapes dropped, then all but brackets and quotes (one C pass each), then
+# strings, then empty pairs, one level of nesting per pass.
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_QUOTED = re.compile(rb'"[^"]*"')
+_INNERMOST = re.compile(rb"\[\]|\{\}")
 
 
 def _where(path: Path) -> str:
@@ -159,10 +165,12 @@ def encode(value: Any, *, max_depth: int = MAX_DEPTH, sort_keys: bool = False) -
         raise JsonRefused(
             f"JSON may nest at most {max_depth} levels", kind="depth", limit=max_depth
         ) from None
+    # Each test is a C scan; the regexes run only past a cheap first sign.
     if (
-        _NUL_ESCAPED.search(text)
-        or _UNSTORABLE_CHAR.search(text)  # json.dumps leaves lone surrogates as they are
-        or text.count("{") + text.count("[") > max_depth
+        ("\\u0000" in text and _NUL_ESCAPED.search(text))
+        # json.dumps leaves lone surrogates as they are (never ASCII)
+        or (not text.isascii() and _UNSTORABLE_CHAR.search(text))
+        or _nests_deeper(text, max_depth)
     ):
         problem = find_problem(value, max_depth)
         if problem is not None:
@@ -192,8 +200,26 @@ def decode(text: str) -> Any:
         value = json.loads(text)
     except RecursionError:
         return CLIPPED
-    if text.count("{") + text.count("[") > MAX_DEPTH:
-        problem = find_problem(value, MAX_DEPTH)
-        if problem is not None and problem.kind == "depth":
-            return clip(value)
+    if _nests_deeper(text, MAX_DEPTH):
+        return clip(value)
     return value
+
+
+def _nests_deeper(text: str, max_depth: int) -> bool:
+    """Whether the JSON `text` nests deeper than `max_depth` levels: with its strings
+    and everything but brackets removed, each pass of `_INNERMOST` peels one level
+    off every branch (C passes only: a walk of the value costs ten times more)."""
+    if text.count("{") + text.count("[") <= max_depth:
+        return False
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: the caller's walk will say
+        return True
+    # Escaped backslashes, then escaped quotes: what is left of `"` delimits strings.
+    unescaped = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = _QUOTED.sub(b"", unescaped.translate(None, _NOT_STRUCTURE))
+    for _ in range(max_depth):
+        if not brackets:
+            return False
+        brackets = _INNERMOST.sub(b"", brackets)
+    return bool(brackets)

@@ -97,3 +97,24 @@ def test_stored_json_too_deep_reads_back_clipped() -> None:
     assert depth == jsonvalues.MAX_DEPTH
     assert decode("[" * 100_000 + "]" * 100_000) == CLIPPED
     assert decode('{"a": [1, "x"]}') == {"a": [1, "x"]}
+
+
+@pytest.mark.parametrize(
+    ("value", "limit", "deeper"),
+    [
+        ({"a": "[[[[[[{{{", "b": [1]}, 3, False),  # brackets inside strings do not nest
+        ({"a": "[[[[é", "b": [1]}, 3, False),  # an escape (\u00e9) just before a quote
+        ({"a": 'x\\"[[[[', "b": {"c": [1]}}, 3, False),  # escaped backslash, then quote
+        ({"a": 'x\\"[[[[', "b": {"c": [1]}}, 2, True),
+        ({"k": "x\\", "b": [[[[1]]]]}, 3, True),
+        ([[1]] * 300, 200, False),  # many brackets, shallow
+    ],
+)
+def test_depth_is_read_from_the_text_without_being_fooled_by_strings(
+    value: object, limit: int, deeper: bool
+) -> None:
+    for ascii_only in (True, False):
+        text = json.dumps(value, ensure_ascii=ascii_only)
+        assert jsonvalues._nests_deeper(text, limit) is deeper
+    # The walk agrees.
+    assert (jsonvalues.find_problem(value, limit) is not None) is deeper
