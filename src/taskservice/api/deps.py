@@ -11,15 +11,20 @@ instead of treating them as anonymous.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 
+from taskservice.agents import AgentCatalog
 from taskservice.errors import NotFound, Unauthorized
+from taskservice.events import TaskWatchers, Watermark
 from taskservice.ids import parse_uuid
+from taskservice.message_router import MessageRouter
 from taskservice.runtime import Runtime
 from taskservice.service import TaskService
+from taskservice.settings import Settings
+from taskservice.tokens import StreamTokens
 from taskservice.webhooks.subscriptions import WebhookService
 
 BEARER_SCHEME = {
@@ -42,16 +47,53 @@ def declare_bearer_auth(spec: dict[str, Any]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class CallerContext:
+    """Who calls, and what a route may use on their behalf: the use cases, and the
+    few runtime objects a transport needs (stream tokens, the message router, the
+    firehose's watermark). Routes never reach into the app state themselves."""
+
     tenant: str
-    service: TaskService
+    runtime: Runtime = field(repr=False)
     key_id: uuid.UUID | None = None  # the API key (or the stream token's minting key)
     via_token: bool = False  # a stream token: event streams only
 
     @property
+    def service(self) -> TaskService:
+        return self.runtime.service
+
+    @property
     def webhooks(self) -> WebhookService:
-        hooks = self.service.webhooks
-        assert hooks is not None  # the runtime always builds one
-        return hooks
+        return self.runtime.webhooks
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
+
+    @property
+    def tokens(self) -> StreamTokens:
+        return self.runtime.tokens
+
+    @property
+    def router(self) -> MessageRouter:
+        return self.runtime.router
+
+    @property
+    def watermark(self) -> Watermark:
+        return self.runtime.watermark
+
+    @property
+    def watchers(self) -> TaskWatchers:
+        watchers = self.runtime.service.watchers
+        assert watchers is not None  # the runtime always gives the service its watchers
+        return watchers
+
+    @property
+    def catalog(self) -> AgentCatalog:
+        return self.runtime.catalog
+
+    async def authorized(self) -> bool:
+        """Whether the caller's key still holds: streams outlive their request and
+        ask again as they go, so revoking a key ends them."""
+        return await self.runtime.auth.still_valid(self.key_id)
 
 
 # Dependencies are `async def` on purpose: FastAPI runs plain `def` ones in a thread
@@ -64,7 +106,7 @@ async def get_runtime(request: Request) -> Runtime:
 async def get_caller(request: Request) -> CallerContext:
     runtime: Runtime = request.app.state.runtime
     who = await runtime.auth.authenticate(request.headers.get("authorization"))
-    return CallerContext(tenant=who.tenant, service=runtime.service, key_id=who.key_id)
+    return CallerContext(tenant=who.tenant, runtime=runtime, key_id=who.key_id)
 
 
 async def get_reader(
@@ -89,9 +131,7 @@ async def get_reader(
             raise Unauthorized("this stream token is for one task only")
     elif not grant.allows(parse_uuid(request.path_params["task_id"])):
         raise NotFound(f"task {request.path_params.get('task_id')} not found")
-    return CallerContext(
-        tenant=grant.tenant, service=runtime.service, key_id=grant.key_id, via_token=True
-    )
+    return CallerContext(tenant=grant.tenant, runtime=runtime, key_id=grant.key_id, via_token=True)
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from functools import partial
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from sse_starlette import EventSourceResponse
 
 from taskservice.api import streams
@@ -15,7 +14,6 @@ from taskservice.api.errors import problem_responses
 from taskservice.api.params import INT64_MAX
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.models import EventFilter
-from taskservice.runtime import Runtime
 from taskservice.states import TaskState
 
 router = APIRouter(prefix="/v1/events", tags=["streams"])
@@ -38,7 +36,6 @@ router = APIRouter(prefix="/v1/events", tags=["streams"])
 )
 async def stream_events(
     caller: Reader,
-    request: Request,
     type: Annotated[list[str], Query(description="Event types (repeatable).")] = [],  # noqa: B006
     state: Annotated[
         list[TaskState], Query(description="Only state changes into these states.")
@@ -51,11 +48,10 @@ async def stream_events(
     ] = None,
     last_event_id: Annotated[int | None, Header(ge=0, le=INT64_MAX)] = None,
 ) -> EventSourceResponse:
-    runtime: Runtime = request.app.state.runtime
     return streams.event_stream(
         streams.tenant_events(
             service=caller.service,
-            watermark=runtime.watermark,
+            watermark=caller.watermark,
             tenant=caller.tenant,
             after=last_event_id if last_event_id is not None else after,
             filter=EventFilter(
@@ -65,7 +61,7 @@ async def stream_events(
                 parent_id=parent_id,
                 agent=agent,
             ),
-            authorized=partial(runtime.auth.still_valid, caller.key_id),
+            authorized=caller.authorized,
         ),
-        runtime.settings,
+        caller.settings,
     )

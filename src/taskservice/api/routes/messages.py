@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, status
 
 from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.schemas import MessageIn, RoutedOut
-from taskservice.runtime import Runtime
 from taskservice.views import TaskOut
 
 router = APIRouter(prefix="/v1/messages", tags=["messages"])
@@ -21,9 +20,8 @@ router = APIRouter(prefix="/v1/messages", tags=["messages"])
     responses=problem_responses(400, 401, 404, 409, 413, 415, 422),
     summary="Route a message to the task waiting for it, or to a new task",
 )
-async def send_message(body: MessageIn, caller: Caller, request: Request) -> RoutedOut:
-    runtime: Runtime = request.app.state.runtime
-    routed = await runtime.router.route(
+async def send_message(body: MessageIn, caller: Caller) -> RoutedOut:
+    routed = await caller.router.route(
         tenant=caller.tenant, text=body.text, context_id=body.context_id
     )
     return RoutedOut(

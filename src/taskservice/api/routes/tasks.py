@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
@@ -32,7 +31,6 @@ from taskservice.api.schemas import (
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.errors import Forbidden
 from taskservice.models import TaskFilter
-from taskservice.runtime import Runtime
 from taskservice.states import TaskState
 from taskservice.views import TaskOut
 
@@ -229,17 +227,14 @@ async def list_task_events(
 ) -> EventPage | Response:
     if "text/event-stream" in request.headers.get("accept", ""):
         task = await caller.service.get(tenant=caller.tenant, task_id=task_id)  # 404 first
-        runtime: Runtime = request.app.state.runtime
-        watchers = caller.service.watchers
-        assert watchers is not None  # the runtime always gives the service its watchers
         return streams.event_stream(
             streams.task_events(
                 service=caller.service,
-                watchers=watchers,
+                watchers=caller.watchers,
                 tenant=caller.tenant,
                 task=task,
                 after=last_event_id if last_event_id is not None else after,
-                authorized=partial(runtime.auth.still_valid, caller.key_id),
+                authorized=caller.authorized,
             ),
             caller.service.settings,
             pings=False,  # task_events sends its own, from the watchers' shared ticker

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, status
 
 from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.schemas import StreamToken, StreamTokenRequest
-from taskservice.runtime import Runtime
 
 router = APIRouter(prefix="/v1/stream-tokens", tags=["streams"])
 
@@ -22,13 +21,10 @@ router = APIRouter(prefix="/v1/stream-tokens", tags=["streams"])
     responses=problem_responses(400, 401, 404, 415, 422),
     summary="Mint a read-only token for a browser's EventSource",
 )
-async def create_stream_token(
-    body: StreamTokenRequest, caller: Caller, request: Request
-) -> StreamToken:
+async def create_stream_token(body: StreamTokenRequest, caller: Caller) -> StreamToken:
     if body.task_id is not None:
         await caller.service.get(tenant=caller.tenant, task_id=body.task_id)  # 404 if not ours
-    runtime: Runtime = request.app.state.runtime
-    token, expires_at = runtime.tokens.mint(
+    token, expires_at = caller.tokens.mint(
         tenant=caller.tenant,
         task_id=body.task_id,
         key_id=caller.key_id,
