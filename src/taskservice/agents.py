@@ -34,7 +34,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from taskservice.errors import InvalidRequest
+from taskservice.errors import DatabaseUnavailable, InvalidRequest, ServiceError
 from taskservice.models import AgentSpec
 from taskservice.settings import OFFLINE_MODEL, Settings
 
@@ -101,7 +101,12 @@ async def spawn_subtask(
 ) -> str:
     """Start a subtask that works on `input` in parallel; returns its task id. Use
     wait_for_subtasks to collect the results."""
-    return await ctx.deps.spawn(ctx.tool_call_id or "", input, system_prompt)
+    try:
+        return await ctx.deps.spawn(ctx.tool_call_id or "", input, system_prompt)
+    except ServiceError as exc:  # refused as any submit would be: the model can fix it
+        if isinstance(exc, DatabaseUnavailable):
+            raise
+        raise ModelRetry(f"the subtask was refused: {exc.detail}") from None
 
 
 async def wait_for_subtasks(ctx: RunContext[RunHooks]) -> list[dict[str, Any]]:

@@ -129,11 +129,21 @@ class Runtime:
             # Start a little back, so events still in flight at start are not skipped.
             await watermark.start(max(0, await store.latest_event_id() - 1000))
             stack.push_async_callback(watermark.stop)
+            webhooks = WebhookService(webhook_store, settings)
+            service = TaskService(
+                store=store,
+                ledger=LedgerStore(db),
+                catalog=catalog,
+                settings=settings,
+                watchers=watchers,
+                webhooks=webhooks,
+            )
             pool: WorkerPool | None = None
             if workers:
                 catalog.announce()
                 pool = WorkerPool(
                     store=store,
+                    service=service,
                     leases=LeaseStore(db),
                     ledger=LedgerStore(db),
                     executor=Executor(catalog),
@@ -146,15 +156,6 @@ class Runtime:
             if dispatcher is not None:
                 await dispatcher.start()
                 stack.push_async_callback(dispatcher.stop)
-            webhooks = WebhookService(webhook_store, settings)
-            service = TaskService(
-                store=store,
-                ledger=LedgerStore(db),
-                catalog=catalog,
-                settings=settings,
-                watchers=watchers,
-                webhooks=webhooks,
-            )
             router_model = (
                 catalog.model_for(settings.router_model) if settings.router_model else None
             )

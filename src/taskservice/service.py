@@ -25,6 +25,7 @@ from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLar
 from taskservice.events import TaskWatchers
 from taskservice.ids import parse_uuid
 from taskservice.models import (
+    AgentSpec,
     EventFilter,
     EventPage,
     NewTask,
@@ -133,14 +134,8 @@ class TaskService:
         `webhooks` become the task's own subscriptions, committed with the task, so
         no state change can happen before they exist."""
         metadata = metadata or {}
-        _check_input(input)
-        # Encoded once: for the size limits and the storability checks alike.
-        input_json, metadata_json = _field_json("input", input), _field_json("metadata", metadata)
         texts = (system_prompt, agent, model, context_id, idempotency_key)
-        if any(text and "\x00" in text for text in texts):
-            raise InvalidRequest(_NUL_MESSAGE)
-        self._check_size("input", input_json, self.settings.max_input_bytes)
-        self._check_size("metadata", metadata_json, self.settings.max_metadata_bytes)
+        input_json, metadata_json = self._check_content(input, metadata, texts)
         spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)
         if parent_id is not None and await self.store.get(parent_id, tenant=tenant) is None:
             raise InvalidRequest(f"parent task {parent_id} does not exist", field="parent_id")
@@ -166,22 +161,64 @@ class TaskService:
                     {"url": w.url, "states": sorted(w.states), "secret": w.secret} for w in webhooks
                 ]
             request_hash = hashlib.sha256(_canonical(request).encode()).hexdigest()
-        task, created = await self.store.create(
-            NewTask(
-                tenant=tenant,
-                input=input,
-                agent=spec,
-                metadata=metadata,
-                max_attempts=max_attempts or self.settings.default_max_attempts,
-                timeout_seconds=timeout_seconds,
-                parent_id=parent_id,
-                context_id=context_id,
-                idempotency_key=idempotency_key,
-                request_hash=request_hash,
-            ),
-            also=self._subscriber(tenant, prepared) if prepared else None,
+        new = NewTask(
+            tenant=tenant,
+            input=input,
+            agent=spec,
+            metadata=metadata,
+            max_attempts=max_attempts or self.settings.default_max_attempts,
+            timeout_seconds=timeout_seconds,
+            parent_id=parent_id,
+            context_id=context_id,
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
         )
-        if not created and task.request_hash != request_hash:
+        return await self._create(
+            new, also=self._subscriber(tenant, prepared) if prepared else None
+        )
+
+    async def spawn(
+        self, parent: Task, *, call_id: str, input: str, system_prompt: str | None = None
+    ) -> Task:
+        """A subtask a running agent starts (its `spawn_subtask` tool): checked like any
+        submit; it inherits the parent's tenant, agent, context and limits. One subtask
+        per tool call: a call executed again (a resumed run) gets the same child."""
+        metadata = {"spawned_by": {"task_id": str(parent.id), "tool_call_id": call_id}}
+        self._check_content(input, metadata, (system_prompt,))
+        agent = parent.agent
+        if system_prompt:
+            agent = AgentSpec(agent.profile, agent.model, system_prompt)
+        new = NewTask(
+            tenant=parent.tenant,
+            input=input,
+            agent=agent,
+            metadata=metadata,
+            max_attempts=parent.max_attempts,
+            timeout_seconds=parent.timeout_seconds,
+            parent_id=parent.id,
+            context_id=parent.context_id,
+            idempotency_key=f"subtask:{parent.id}:{call_id}",
+        )
+        task, _ = await self._create(new)
+        return task
+
+    def _check_content(
+        self, input: Any, metadata: dict[str, Any], texts: Sequence[str | None]
+    ) -> tuple[str, str]:
+        """What any new task must satisfy, however it is submitted: input and metadata
+        that can be stored and are within the limits, texts without NUL. Returns the
+        input and metadata encoded (once: for the limits and the checks alike)."""
+        _check_input(input)
+        input_json, metadata_json = _field_json("input", input), _field_json("metadata", metadata)
+        if any(text and "\x00" in text for text in texts):
+            raise InvalidRequest(_NUL_MESSAGE)
+        self._check_size("input", input_json, self.settings.max_input_bytes)
+        self._check_size("metadata", metadata_json, self.settings.max_metadata_bytes)
+        return input_json, metadata_json
+
+    async def _create(self, new: NewTask, *, also: AlsoWrite | None = None) -> tuple[Task, bool]:
+        task, created = await self.store.create(new, also=also)
+        if not created and task.request_hash != new.request_hash:
             raise Conflict(
                 "this Idempotency-Key was already used with a different request",
                 task_id=str(task.id),

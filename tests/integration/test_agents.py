@@ -385,3 +385,34 @@ async def test_a_parent_parks_on_its_subtasks_without_holding_a_worker_slot(
         ("input_required", "running", "subtasks_finished"),
         ("running", "completed", None),
     ]
+
+
+async def test_a_subtask_goes_through_the_checks_of_any_submit(
+    make_client: ClientFactory,
+) -> None:
+    """Over the input limit or empty, a subtask is refused to the model (which can
+    fix its call) and nothing is created; a good one is created as any task is."""
+    model = scripted(
+        [
+            ToolCallPart("spawn_subtask", {"input": "x" * 300}, "big"),
+            ToolCallPart("spawn_subtask", {"input": ""}, "empty"),
+            ToolCallPart("spawn_subtask", {"input": "small"}, "good"),
+        ],
+        "told: {results}",
+    )
+    async with make_client(
+        models={"planner": model},
+        default_tools=["spawn_subtask"],
+        workers_enabled=True,
+        max_input_bytes=200,
+    ) as client:
+        parent = (await client.post("/v1/tasks", json={"input": "plan", "model": "planner"})).json()
+        done = await until_state(client, parent["id"], "completed", "failed")
+        children = (await client.get("/v1/tasks", params={"parent_id": parent["id"]})).json()[
+            "tasks"
+        ]
+    assert done["state"] == "completed", done
+    assert "the subtask was refused: input is 302 bytes" in done["result"]
+    assert "the subtask was refused: input must not be empty" in done["result"]
+    assert [child["input"] for child in children] == ["small"]
+    assert children[0]["metadata"]["spawned_by"]["tool_call_id"] == "good"

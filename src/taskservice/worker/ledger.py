@@ -28,8 +28,8 @@ from pydantic_ai.tools import DeferredToolResults
 
 from taskservice.agents import RunHooks
 from taskservice.db.steps import LedgerStore
-from taskservice.db.tasks import TaskStore
-from taskservice.models import AgentSpec, Lease, NewTask, Task
+from taskservice.models import Lease, Task
+from taskservice.service import TaskService
 from taskservice.states import TaskState
 
 log = logging.getLogger(__name__)
@@ -110,9 +110,9 @@ class RunLedger(RunHooks):
     """The worker's adapter of the `RunHooks` port (`agents.RunHooks`, what tools call):
     one run's ledger, written through fenced statements."""
 
-    def __init__(self, store: LedgerStore, tasks: TaskStore, task: Task, lease: Lease) -> None:
+    def __init__(self, store: LedgerStore, service: TaskService, task: Task, lease: Lease) -> None:
         self.store = store
-        self.tasks = tasks
+        self.service = service  # subtasks are created as any task is
         self.task = task
         self.lease = lease
         self.position = 0  # of the next message to persist
@@ -282,22 +282,8 @@ class RunLedger(RunHooks):
         await self._call(call_id, name, arguments, "pending")
 
     async def spawn(self, call_id: str, input: str, system_prompt: str | None) -> str:
-        # One subtask per tool call: a call executed again returns the same child.
-        agent = self.task.agent
-        if system_prompt:
-            agent = AgentSpec(agent.profile, agent.model, system_prompt)
-        child, _ = await self.tasks.create(
-            NewTask(
-                tenant=self.task.tenant,
-                input=input,
-                agent=agent,
-                metadata={"spawned_by": {"task_id": str(self.task.id), "tool_call_id": call_id}},
-                max_attempts=self.task.max_attempts,
-                timeout_seconds=self.task.timeout_seconds,
-                parent_id=self.task.id,
-                context_id=self.task.context_id,
-                idempotency_key=f"subtask:{self.task.id}:{call_id}",
-            )
+        child = await self.service.spawn(
+            self.task, call_id=call_id, input=input, system_prompt=system_prompt
         )
         return str(child.id)
 

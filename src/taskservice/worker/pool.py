@@ -34,6 +34,7 @@ from taskservice.db.tasks import TaskStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.ids import new_worker_id
 from taskservice.models import Lease, Task
+from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 from taskservice.worker.executor import Completed, Executor, Failed, NeedsInput, Outcome
@@ -53,6 +54,7 @@ class WorkerPool:
         self,
         *,
         store: TaskStore,
+        service: TaskService,
         leases: LeaseStore,
         ledger: LedgerStore,
         executor: Executor,
@@ -61,6 +63,7 @@ class WorkerPool:
         database_url: str,
     ) -> None:
         self.store = store
+        self.service = service
         self.leases = leases
         self.ledger = ledger
         self.executor = executor
@@ -194,7 +197,7 @@ class WorkerPool:
 
     async def _execute(self, task: Task, lease: Lease) -> None:
         try:
-            ledger = RunLedger(self.ledger, self.store, task, lease)
+            ledger = RunLedger(self.ledger, self.service, task, lease)
             outcome = await self._run_agent(task, ledger)
             self._finishing.add(task.id)
             await self._finish(task, ledger, outcome)
