@@ -19,6 +19,7 @@ from taskservice.auth import Authenticator
 from taskservice.db import migrate
 from taskservice.db.embedded import start_embedded
 from taskservice.db.engine import create_engine
+from taskservice.db.eventlog import EventLog
 from taskservice.db.keys import ApiKeyStore, service_secret
 from taskservice.db.leases import LeaseStore
 from taskservice.db.sql import Database
@@ -87,6 +88,7 @@ class Runtime:
             stack.push_async_callback(engine.dispose)
             db = await stack.enter_async_context(Database(url, pool_size=settings.db_pool_size))
             store = TaskStore(db)
+            event_log = EventLog(db)
             # First, so that a process that lives only briefly still reaps.
             reaper = Reaper(leases=LeaseStore(db), store=store, settings=settings)
             reaper.start()
@@ -122,16 +124,17 @@ class Runtime:
             watchers = TaskWatchers(hub)
             watermark = Watermark(
                 hub,
-                store.event_ids_after,
+                event_log.ids_after,
                 gap_timeout=settings.event_gap_timeout,
                 poll_interval=settings.stream_poll_seconds,
             )
             # Start a little back, so events still in flight at start are not skipped.
-            await watermark.start(max(0, await store.latest_event_id() - 1000))
+            await watermark.start(max(0, await event_log.latest_id() - 1000))
             stack.push_async_callback(watermark.stop)
             webhooks = WebhookService(webhook_store, settings)
             service = TaskService(
                 store=store,
+                log=event_log,
                 ledger=LedgerStore(db),
                 catalog=catalog,
                 settings=settings,

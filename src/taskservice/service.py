@@ -18,6 +18,7 @@ from typing import Any
 from taskservice import jsonvalues
 from taskservice.agents import AgentCatalog
 from taskservice.aio import wait_until
+from taskservice.db.eventlog import EventLog
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
@@ -99,6 +100,7 @@ class TaskService:
         self,
         *,
         store: TaskStore,
+        log: EventLog,
         ledger: LedgerStore,
         catalog: AgentCatalog,
         settings: Settings,
@@ -108,6 +110,7 @@ class TaskService:
         self.watchers = watchers
         self.webhooks = webhooks
         self.store = store
+        self.log = log
         self.ledger = ledger
         self.catalog = catalog
         self.settings = settings
@@ -360,7 +363,7 @@ class TaskService:
         self, *, tenant: str, after: int, upto: int, filter: EventFilter
     ) -> list[TaskEvent]:
         """The tenant's events after `after` up to the watermark `upto`, in order."""
-        return await self.store.firehose(
+        return await self.log.firehose(
             tenant=tenant, after=after, upto=upto, filter=filter, limit=self.settings.max_page_size
         )
 
@@ -388,5 +391,5 @@ class TaskService:
     ) -> EventPage:
         task = await self.get(tenant=tenant, task_id=task_id)
         size = min(limit or self.settings.default_page_size, self.settings.max_page_size)
-        events = await self.store.events(task.id, after=after, limit=size)
+        events = await self.log.page(task.id, after=after, limit=size)
         return EventPage(events, events[-1].seq if len(events) == size else None)

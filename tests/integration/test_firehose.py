@@ -9,6 +9,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
+from taskservice.db.eventlog import EventLog
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.tasks import TaskStore
 from taskservice.events import EventHub, Watermark
@@ -134,11 +135,12 @@ async def test_the_watermark_follows_every_commit_only_while_a_firehose_reads(
     """Without a reader the mark moves at the poll interval (no read of the event
     table per commit); with one, it follows each commit at once."""
     reads = 0
+    log = EventLog(store.db)
 
     async def counted(after: int, limit: int) -> list[int]:
         nonlocal reads
         reads += 1
-        return await store.event_ids_after(after, limit)
+        return await log.ids_after(after, limit)
 
     hub = EventHub(database_url)
     watermark = Watermark(hub, counted, gap_timeout=5, poll_interval=30)
@@ -152,9 +154,9 @@ async def test_the_watermark_follows_every_commit_only_while_a_firehose_reads(
         assert reads == 0  # twenty commits, no reader: nothing read
         with watermark.reading():
             await asyncio.sleep(0.3)
-            assert watermark.value == await store.latest_event_id()  # caught up at once
+            assert watermark.value == await log.latest_id()  # caught up at once
             await new_task(store, input="watched")
-            latest = await store.latest_event_id()
+            latest = await log.latest_id()
             await wait_for(lambda: watermark.value == latest, timeout=2)
         assert reads >= 2
     finally:

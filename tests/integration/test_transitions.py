@@ -11,6 +11,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents import AgentCatalog
+from taskservice.db.eventlog import EventLog
 from taskservice.db.leases import LeaseStore
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tables import task_events, tasks
@@ -88,7 +89,11 @@ async def test_fifty_cancel_versus_complete_races_each_end_in_exactly_one_termin
     db: AsyncEngine, store: TaskStore, settings: Settings
 ) -> None:
     service = TaskService(
-        store=store, ledger=LedgerStore(store.db), catalog=AgentCatalog(settings), settings=settings
+        store=store,
+        log=EventLog(store.db),
+        ledger=LedgerStore(store.db),
+        catalog=AgentCatalog(settings),
+        settings=settings,
     )
     for _ in range(50):
         await new_task(store)

@@ -19,8 +19,9 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.types import Float, Integer, Interval, Text
 
+from taskservice.db.eventlog import NEXT_SEQ, append_events
+from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Statement
-from taskservice.db.tasks import task_from_row
 from taskservice.models import Lease, Task
 
 
@@ -40,6 +41,11 @@ def _claimable(alias: str = "") -> str:
 # a lease expired) are taken over. Attempt grows.
 # Every tenant with claimable work is visited per claim: fine for tens of tenants
 # with backlogs at once; thousands would want a rotating window.
+_CLAIMED_EVENT = append_events(
+    type="CASE WHEN t.prior_state = 'pending' THEN 'state_change' ELSE 'claimed' END",
+    data="""jsonb_build_object('from', t.prior_state, 'to', 'running',
+                              'worker', t.lease_owner, 'attempt', t.attempt)""",
+)
 _CLAIM = Statement(
     text(f"""
 WITH RECURSIVE tenants AS (
@@ -91,20 +97,14 @@ t AS (
         lease_owner = :p_owner,
         lease_expires_at = now() + :p_lease,
         attempt = tasks.attempt + 1,
-        event_seq = tasks.event_seq + 1,
+        {NEXT_SEQ},
         started_at = coalesce(tasks.started_at, now()),
         updated_at = now()
     FROM c WHERE tasks.id = c.id
     RETURNING tasks.*, c.prior_state
 ),
 e AS (
-    INSERT INTO task_events (task_id, tenant, seq, type, data)
-    SELECT id, tenant, event_seq,
-           CASE WHEN prior_state = 'pending' THEN 'state_change' ELSE 'claimed' END,
-           jsonb_build_object('from', prior_state, 'to', 'running',
-                              'worker', lease_owner, 'attempt', attempt)
-    FROM t
-    RETURNING task_id
+{_CLAIMED_EVENT}
 )
 SELECT t.* FROM t JOIN e ON e.task_id = t.id ORDER BY t.id
 """).bindparams(
@@ -131,29 +131,30 @@ RETURNING tasks.id
 )
 
 
-def _owner_released(event_type: str) -> str:
-    # Leave a running task ownerless, so that any worker may claim it now.
+def _owner_released(event_type: str, *, where: str, recheck: str, extra: str = "") -> str:
+    """Leave running tasks ownerless, so that any worker may claim them now."""
+    event = append_events(
+        type=f"'{event_type}'",
+        data=f"jsonb_build_object('worker', t.lost_owner, 'attempt', t.attempt{extra})",
+    )
     return f"""
 WITH t AS (
     UPDATE tasks SET lease_owner = NULL, lease_expires_at = NULL,
-                     event_seq = tasks.event_seq + 1, updated_at = now()
+                     {NEXT_SEQ}, updated_at = now()
     FROM (SELECT id, lease_owner AS lost_owner FROM tasks
-          WHERE {{where}}
+          WHERE {where}
           ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
-    WHERE tasks.id = x.id AND {{recheck}}
+    WHERE tasks.id = x.id AND {recheck}
     RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner
 )
-INSERT INTO task_events (task_id, tenant, seq, type, data)
-SELECT id, tenant, event_seq, '{event_type}',
-       jsonb_build_object('worker', lost_owner, 'attempt', attempt{{extra}})
-FROM t
-RETURNING task_id
+{event}
 """
 
 
 _RELEASE = Statement(
     text(
-        _owner_released("released").format(
+        _owner_released(
+            "released",
             where="id = :p_id AND state = 'running' AND lease_owner = :p_owner "
             "AND attempt = :p_attempt",
             recheck="tasks.lease_owner = :p_owner AND tasks.attempt = :p_attempt",
@@ -177,13 +178,16 @@ _EXPIRED_RECHECK = "tasks.state = 'running' AND tasks.lease_expires_at < now()"
 # Expired leases with attempts left: offer the task again.
 _RECOVER = Statement(
     text(
-        _owner_released("recovered").format(
-            where=_EXPIRED.format(op="<"), recheck=_EXPIRED_RECHECK, extra=""
-        )
+        _owner_released("recovered", where=_EXPIRED.format(op="<"), recheck=_EXPIRED_RECHECK)
     ).bindparams(bindparam("p_limit", type_=Integer))
 )
 
 # Expired leases on the last attempt: the task fails, saying why.
+_EXHAUSTED_EVENT = append_events(
+    type="'state_change'",
+    data="""jsonb_build_object('from', 'running', 'to', 'failed',
+                              'worker', t.lost_owner, 'attempt', t.attempt)""",
+)
 _EXHAUST = Statement(
     text(f"""
 WITH t AS (
@@ -195,27 +199,27 @@ WITH t AS (
                        || tasks.attempt || ' of ' || tasks.max_attempts
                        || '; no attempts are left'),
         lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now(),
-        event_seq = tasks.event_seq + 1
+        {NEXT_SEQ}
     FROM (SELECT id, lease_owner AS lost_owner FROM tasks
           WHERE {_EXPIRED.format(op=">=")}
           ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
     WHERE tasks.id = x.id AND {_EXPIRED_RECHECK}
     RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner
 )
-INSERT INTO task_events (task_id, tenant, seq, type, data)
-SELECT id, tenant, event_seq, 'state_change',
-       jsonb_build_object('from', 'running', 'to', 'failed',
-                          'worker', lost_owner, 'attempt', attempt)
-FROM t
-RETURNING task_id
+{_EXHAUSTED_EVENT}
 """).bindparams(bindparam("p_limit", type_=Integer))
 )
 
 # Running tasks that recorded nothing for a while: say so, once per stall period.
+_STALLED_EVENT = append_events(
+    type="'stalled'",
+    data="""jsonb_build_object('worker', t.lease_owner, 'quiet_since', t.quiet_since,
+                              'stall_seconds', CAST(:p_stall_seconds AS float))""",
+)
 _STALLED = Statement(
-    text("""
+    text(f"""
 WITH t AS (
-    UPDATE tasks SET event_seq = tasks.event_seq + 1, updated_at = now()
+    UPDATE tasks SET {NEXT_SEQ}, updated_at = now()
     FROM (SELECT id, updated_at AS quiet_since FROM tasks
           WHERE state = 'running' AND lease_owner IS NOT NULL
             AND updated_at < now() - :p_stall
@@ -223,12 +227,7 @@ WITH t AS (
     WHERE tasks.id = x.id AND tasks.state = 'running' AND tasks.updated_at < now() - :p_stall
     RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.lease_owner, x.quiet_since
 )
-INSERT INTO task_events (task_id, tenant, seq, type, data)
-SELECT id, tenant, event_seq, 'stalled',
-       jsonb_build_object('worker', lease_owner, 'quiet_since', quiet_since,
-                          'stall_seconds', CAST(:p_stall_seconds AS float))
-FROM t
-RETURNING task_id
+{_STALLED_EVENT}
 """).bindparams(
         bindparam("p_stall", type_=Interval),
         bindparam("p_stall_seconds", type_=Float),

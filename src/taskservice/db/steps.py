@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.types import BigInteger, Integer, Text
 
+from taskservice.db.eventlog import append_events
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import tasks
 from taskservice.models import Lease
@@ -31,13 +32,16 @@ t AS (
     RETURNING id, tenant, event_seq, attempt
 )"""
 
-_EVENTS = """
+# Several events at once: the task's event_seq grew by their number.
+_APPEND = append_events(
+    seq="t.event_seq - jsonb_array_length(:p_events) + x.ord",
+    type="x.ev ->> 'type'",
+    data="x.ev -> 'data'",
+    source="t, jsonb_array_elements(:p_events) WITH ORDINALITY AS x(ev, ord)",
+)
+_EVENTS = f"""
 e AS (
-    INSERT INTO task_events (task_id, tenant, seq, type, data)
-    SELECT t.id, t.tenant, t.event_seq - jsonb_array_length(:p_events) + x.ord,
-           x.ev ->> 'type', x.ev -> 'data'
-    FROM t, jsonb_array_elements(:p_events) WITH ORDINALITY AS x(ev, ord)
-    RETURNING task_id
+{_APPEND}
 )"""
 
 _BINDS = (

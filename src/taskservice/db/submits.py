@@ -23,11 +23,15 @@ from typing import Any
 import asyncpg
 
 from taskservice.db.engine import dumps_json
+from taskservice.db.eventlog import append_events
 from taskservice.db.sql import Database, Row
 
 # The task row and its first event, for any number of tasks; `unnest` keeps it one
 # prepared statement. Rows that hit a used idempotency key are skipped (not returned).
-CREATE_MANY = """
+_FIRST_EVENT = append_events(
+    seq="1", type="'state_change'", data="""'{"from": null, "to": "pending"}'::jsonb"""
+)
+CREATE_MANY = f"""
 WITH r AS (
     SELECT *
     FROM unnest(
@@ -45,8 +49,7 @@ WITH r AS (
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, tenant, created_at
 ), e AS (
-    INSERT INTO task_events (task_id, tenant, seq, type, data)
-    SELECT id, tenant, 1, 'state_change', '{"from": null, "to": "pending"}'::jsonb FROM t
+{_FIRST_EVENT}
 )
 SELECT id, created_at FROM t
 """

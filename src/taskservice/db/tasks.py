@@ -17,112 +17,30 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Integer,
-    Select,
-    Text,
-    and_,
-    bindparam,
-    func,
-    insert,
-    literal,
-    null,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import BindParameter, Integer, Select, Text, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
+from taskservice.db.eventlog import NEXT_SEQ, STATE_CHANGE, append_events
+from taskservice.db.rows import pending_task, task_from_row
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.submits import SubmitBatcher, create_many
-from taskservice.db.tables import task_events, tasks
+from taskservice.db.tables import tasks
 from taskservice.ids import uuid7
 from taskservice.models import (
-    AgentSpec,
-    EventFilter,
     Lease,
     NewTask,
     Task,
-    TaskEvent,
     TaskFilter,
 )
 from taskservice.states import TaskState, check_transition
 
-STATE_CHANGE = "state_change"
 # Writes more rows for a task being created: (connection, task id), in its transaction.
 AlsoWrite = Callable[[Any, uuid.UUID], Awaitable[None]]
-_EVENT_COLUMNS = ["task_id", "tenant", "seq", "type", "data"]
-
-
-def task_from_row(row: Row) -> Task:
-    return Task(
-        id=row["id"],
-        tenant=row["tenant"],
-        state=TaskState(row["state"]),
-        input=row["input"],
-        result=row["result"],
-        error=row["error"],
-        agent=AgentSpec.from_json(row["agent"]),
-        metadata=row["metadata"],
-        parent_id=row["parent_id"],
-        context_id=row["context_id"],
-        idempotency_key=row["idempotency_key"],
-        request_hash=row["request_hash"],
-        attempt=row["attempt"],
-        max_attempts=row["max_attempts"],
-        timeout_seconds=row["timeout_seconds"],
-        lease_owner=row["lease_owner"],
-        lease_expires_at=row["lease_expires_at"],
-        cancel_reason=row["cancel_reason"],
-        input_request=row["input_request"],
-        usage=row["usage"],
-        event_seq=row["event_seq"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-    )
-
-
-def event_from_row(row: Row) -> TaskEvent:
-    return TaskEvent(
-        id=row["id"],
-        task_id=row["task_id"],
-        seq=row["seq"],
-        type=row["type"],
-        data=row["data"],
-        created_at=row["created_at"],
-    )
 
 
 # -- statements, built once per shape ---------------------------------------------
 # Bind parameters of UPDATEs carry a `p_` prefix: SQLAlchemy reserves column names
 # for the SET clause, and inside a CTE it fails obscurely instead of saying so.
-
-
-def _fenced() -> Any:
-    """A worker's write only lands while it still holds this very lease."""
-    return and_(
-        tasks.c.lease_owner == bindparam("p_owner"),
-        tasks.c.attempt == bindparam("p_attempt"),
-    )
-
-
-def _with_event(changed: Any, event_type: Any, data: Any) -> Select[Any]:
-    """`changed` is a CTE of task rows just written; record one event for each (seq =
-    the row's new event_seq) and select the rows."""
-    t = changed
-    e = (
-        insert(task_events)
-        .from_select(
-            _EVENT_COLUMNS,
-            select(t.c.id, t.c.tenant, t.c.event_seq, event_type, data).select_from(t),
-        )
-        .returning(task_events.c.task_id)
-        .cte("e")
-    )
-    return select(t).select_from(t.join(e, e.c.task_id == t.c.id))
 
 
 _BY_IDEMPOTENCY_KEY = Statement(
@@ -137,12 +55,6 @@ _GET_MANY = Statement(
 )
 _GET_SCOPED = Statement(
     select(tasks).where(tasks.c.id == bindparam("id"), tasks.c.tenant == bindparam("tenant"))
-)
-_EVENTS = Statement(
-    select(task_events)
-    .where(task_events.c.task_id == bindparam("task_id"), task_events.c.seq > bindparam("after"))
-    .order_by(task_events.c.seq)
-    .limit(bindparam("limit"))
 )
 
 
@@ -170,31 +82,61 @@ def _list_statement(
 def _transition_statement(
     target: TaskState, value_keys: tuple[str, ...], fenced: bool, scoped: bool
 ) -> Statement:
-    conditions = [tasks.c.id == bindparam("p_id"), tasks.c.state == bindparam("p_source")]
-    if fenced:
-        conditions.append(_fenced())
+    """Move one task from `:p_source` to `target` and append its `state_change` event
+    (`:event`), setting the columns `value_keys` (from `:v_<column>`); optionally
+    only while a lease holds (`fenced`) or within a tenant (`scoped`)."""
+    conditions = ["id = :p_id", "state = :p_source"]
+    binds: list[BindParameter[Any]] = [
+        bindparam("p_id", type_=UUID(as_uuid=True)),
+        bindparam("p_source", type_=Text),
+        bindparam("event", type_=JSONB),
+    ]
+    if fenced:  # a worker's write only lands while it still holds this very lease
+        conditions += ["lease_owner = :p_owner", "attempt = :p_attempt"]
+        binds += [bindparam("p_owner", type_=Text), bindparam("p_attempt", type_=Integer)]
     if scoped:
-        conditions.append(tasks.c.tenant == bindparam("p_tenant"))
-    changes: dict[str, Any] = {
-        "state": target.value,
-        "event_seq": tasks.c.event_seq + 1,
-        "updated_at": func.now(),
-    }
-    changes |= {key: bindparam(f"v_{key}", type_=tasks.c[key].type) for key in value_keys}
-    if target.is_terminal:
-        changes.setdefault("finished_at", func.now())
+        conditions.append("tenant = :p_tenant")
+        binds.append(bindparam("p_tenant", type_=Text))
+    changes = [f"state = '{target.value}'", NEXT_SEQ, "updated_at = now()"]
+    changes += [f"{key} = :v_{key}" for key in value_keys]
+    binds += [bindparam(f"v_{key}", type_=tasks.c[key].type) for key in value_keys]
+    if target.is_terminal and "finished_at" not in value_keys:
+        changes.append("finished_at = now()")
     if target.is_terminal or target is TaskState.INPUT_REQUIRED:
         # Nobody owns a task that waits or is done.
-        changes |= {"lease_owner": null(), "lease_expires_at": null()}
-    t = update(tasks).where(*conditions).values(changes).returning(*tasks.c).cte("t")
-    return Statement(_with_event(t, literal(STATE_CHANGE), bindparam("event", type_=JSONB)))
+        changes += ["lease_owner = NULL", "lease_expires_at = NULL"]
+    return Statement(
+        text(f"""
+WITH t AS (
+    UPDATE tasks SET {", ".join(changes)}
+    WHERE {" AND ".join(conditions)}
+    RETURNING tasks.*
+),
+e AS (
+{append_events(type=f"'{STATE_CHANGE}'", data=":event")}
+)
+SELECT t.* FROM t JOIN e ON e.task_id = t.id
+""").bindparams(*binds)
+    )
 
+
+_CASCADE_EVENT = append_events(
+    type="'state_change'",
+    data="""jsonb_build_object('from', t.prior_state, 'to', 'cancelled',
+                  'reason', :v_cancel_reason, 'cause', 'parent_cancelled',
+                  'parent_id', t.parent_id)""",
+)
+_RESUMED_EVENT = append_events(
+    type="'state_change'",
+    data="""jsonb_build_object('from', 'input_required', 'to', 'running',
+                  'cause', 'subtasks_finished')""",
+)
 
 # Cancel every live task below a cancelled one (any depth), each with its event.
 # FOR UPDATE re-reads a row changed meanwhile, so a child that completed a moment
 # ago is left alone.
 _CANCEL_DESCENDANTS = Statement(
-    text("""
+    text(f"""
 WITH RECURSIVE tree AS (
     SELECT id FROM tasks WHERE parent_id = :p_id
     UNION
@@ -208,18 +150,11 @@ live AS (
 t AS (
     UPDATE tasks SET state = 'cancelled', cancel_reason = :v_cancel_reason,
                      finished_at = now(), updated_at = now(),
-                     lease_owner = NULL, lease_expires_at = NULL,
-                     event_seq = tasks.event_seq + 1
+                     lease_owner = NULL, lease_expires_at = NULL, {NEXT_SEQ}
     FROM live WHERE tasks.id = live.id AND tasks.state = live.prior_state
     RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.parent_id, live.prior_state
 )
-INSERT INTO task_events (task_id, tenant, seq, type, data)
-SELECT id, tenant, event_seq, 'state_change',
-       jsonb_build_object('from', prior_state, 'to', 'cancelled',
-                          'reason', :v_cancel_reason, 'cause', 'parent_cancelled',
-                          'parent_id', parent_id)
-FROM t
-RETURNING task_id
+{_CASCADE_EVENT}
 """).bindparams(
         bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("v_cancel_reason", type_=Text)
     )
@@ -237,7 +172,7 @@ WHERE task_calls.task_id = :p_id AND task_calls.tool_call_id = x.id
 # have all finished go back to running, ownerless (claimable); their wait call is
 # completed with the subtasks' outcomes, which the resumed run hands the model.
 _RESUME_PARENTS = Statement(
-    text("""
+    text(f"""
 WITH ready AS (
     SELECT p.id, p.input_request ->> 'call_id' AS call_id
     FROM tasks p
@@ -257,8 +192,7 @@ outcomes AS (
     GROUP BY ready.id
 ),
 t AS (
-    UPDATE tasks SET state = 'running', input_request = NULL, updated_at = now(),
-                     event_seq = tasks.event_seq + 1
+    UPDATE tasks SET state = 'running', input_request = NULL, updated_at = now(), {NEXT_SEQ}
     FROM ready WHERE tasks.id = ready.id AND tasks.state = 'input_required'
     RETURNING tasks.id, tasks.tenant, tasks.event_seq, ready.call_id
 ),
@@ -269,11 +203,7 @@ calls AS (
     WHERE task_calls.task_id = t.id AND task_calls.tool_call_id = t.call_id
     RETURNING task_calls.task_id
 )
-INSERT INTO task_events (task_id, tenant, seq, type, data)
-SELECT id, tenant, event_seq, 'state_change',
-       jsonb_build_object('from', 'input_required', 'to', 'running', 'cause', 'subtasks_finished')
-FROM t
-RETURNING task_id
+{_RESUMED_EVENT}
 """).bindparams(bindparam("p_parent", type_=UUID(as_uuid=True)))
 )
 
@@ -287,36 +217,6 @@ ORDER BY id LIMIT 50
 """).bindparams(bindparam("p_tenant", type_=Text), bindparam("p_context", type_=Text))
 )
 
-_EVENT_IDS = Statement(
-    text("SELECT id FROM task_events WHERE id > :p_after ORDER BY id LIMIT :p_limit").bindparams(
-        bindparam("p_after", type_=BigInteger), bindparam("p_limit", type_=Integer)
-    )
-)
-_LATEST_EVENT_ID = Statement(text("SELECT max(id) AS id FROM task_events"))
-
-# A tenant's events in global order, up to the watermark, with optional filters.
-_FIREHOSE = Statement(
-    text("""
-SELECT e.* FROM task_events e JOIN tasks t ON t.id = e.task_id
-WHERE e.tenant = :p_tenant AND e.id > :p_after AND e.id <= :p_upto
-  AND (CAST(:p_types AS text[]) IS NULL OR e.type = ANY(CAST(:p_types AS text[])))
-  AND (CAST(:p_states AS text[]) IS NULL
-       OR (e.type = 'state_change' AND e.data ->> 'to' = ANY(CAST(:p_states AS text[]))))
-  AND (CAST(:p_context AS text) IS NULL OR t.context_id = :p_context)
-  AND (CAST(:p_parent AS uuid) IS NULL OR t.parent_id = :p_parent)
-  AND (CAST(:p_agent AS text) IS NULL OR t.agent ->> 'profile' = :p_agent)
-ORDER BY e.id LIMIT :p_limit
-""").bindparams(
-        bindparam("p_tenant", type_=Text),
-        bindparam("p_after", type_=BigInteger),
-        bindparam("p_upto", type_=BigInteger),
-        bindparam("p_context", type_=Text),
-        bindparam("p_parent", type_=UUID(as_uuid=True)),
-        bindparam("p_agent", type_=Text),
-        bindparam("p_limit", type_=Integer),
-    )
-)
-
 _FAIL_OPEN_CALLS = Statement(
     text("""
 UPDATE task_calls SET status = 'failed', error = 'cancelled', finished_at = now()
@@ -327,37 +227,6 @@ WHERE task_id = ANY(CAST(:p_ids AS uuid[])) AND status IN ('pending', 'in_progre
 
 def _lease_params(lease: Lease | None) -> dict[str, Any]:
     return {"p_owner": lease.owner, "p_attempt": lease.attempt} if lease else {}
-
-
-def _pending(new: NewTask, row: Row) -> Task:
-    """The task `create` just inserted, from the request and the generated columns."""
-    return Task(
-        id=row["id"],
-        tenant=new.tenant,
-        state=TaskState.PENDING,
-        input=new.input,
-        result=None,
-        error=None,
-        agent=new.agent,
-        metadata=new.metadata,
-        parent_id=new.parent_id,
-        context_id=new.context_id,
-        idempotency_key=new.idempotency_key,
-        request_hash=new.request_hash,
-        attempt=0,
-        max_attempts=new.max_attempts,
-        timeout_seconds=new.timeout_seconds,
-        lease_owner=None,
-        lease_expires_at=None,
-        cancel_reason=None,
-        input_request=None,
-        usage={},
-        event_seq=1,
-        created_at=row["created_at"],
-        updated_at=row["created_at"],
-        started_at=None,
-        finished_at=None,
-    )
 
 
 class TaskStore:
@@ -400,7 +269,7 @@ class TaskStore:
                 if created is not None:
                     await also(conn, created["id"])
         if created is not None:
-            return _pending(new, created), True
+            return pending_task(new, created), True
         existing = await self.db.fetchrow(_BY_IDEMPOTENCY_KEY, params)
         assert existing is not None  # the conflicting row is committed and ours to read
         return task_from_row(existing), False
@@ -447,10 +316,6 @@ class TaskStore:
             "limit": limit,
         }
         return [task_from_row(row) for row in await self.db.fetch(statement, params)]
-
-    async def events(self, task_id: uuid.UUID, *, after: int, limit: int) -> list[TaskEvent]:
-        rows = await self.db.fetch(_EVENTS, {"task_id": task_id, "after": after, "limit": limit})
-        return [event_from_row(row) for row in rows]
 
     # -- transitions ------------------------------------------------------------
 
@@ -547,28 +412,3 @@ class TaskStore:
     async def waiting_for_input(self, *, tenant: str, context_id: str | None) -> list[Task]:
         rows = await self.db.fetch(_WAITING, {"p_tenant": tenant, "p_context": context_id})
         return [task_from_row(row) for row in rows]
-
-    async def event_ids_after(self, after: int, limit: int) -> list[int]:
-        """Global event ids after `after`, in order, of every tenant (the watermark)."""
-        rows = await self.db.fetch(_EVENT_IDS, {"p_after": after, "p_limit": limit})
-        return [row["id"] for row in rows]
-
-    async def latest_event_id(self) -> int:
-        row = await self.db.fetchrow(_LATEST_EVENT_ID, {})
-        return int(row["id"]) if row is not None and row["id"] is not None else 0
-
-    async def firehose(
-        self, *, tenant: str, after: int, upto: int, filter: EventFilter, limit: int
-    ) -> list[TaskEvent]:
-        params = {
-            "p_tenant": tenant,
-            "p_after": after,
-            "p_upto": upto,
-            "p_types": sorted(filter.types) or None,
-            "p_states": sorted(filter.states) or None,
-            "p_context": filter.context_id,
-            "p_parent": filter.parent_id,
-            "p_agent": filter.agent,
-            "p_limit": limit,
-        }
-        return [event_from_row(row) for row in await self.db.fetch(_FIREHOSE, params)]

@@ -27,9 +27,10 @@ from typing import Any
 from sqlalchemy import Boolean, Float, Integer, Text, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 
+from taskservice.db.eventlog import NEXT_SEQ, append_events
 from taskservice.db.notify import WEBHOOKS_CHANNEL
+from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Row, Statement
-from taskservice.db.tasks import task_from_row
 from taskservice.models import Task
 
 _UUID = UUID(as_uuid=True)
@@ -506,14 +507,14 @@ RETURNING s.consecutive_failures,
 
 # Operators and firehose readers learn of a disabled subscription from an event on
 # the task whose delivery disabled it.
+_DISABLED_APPEND = append_events(type="'webhook_disabled'", data=":p_data")
 _DISABLED_EVENT = _stmt(
-    """
+    f"""
 WITH t AS (
-    UPDATE tasks SET event_seq = event_seq + 1 WHERE id = :p_task
+    UPDATE tasks SET {NEXT_SEQ} WHERE id = :p_task
     RETURNING id, tenant, event_seq
 )
-INSERT INTO task_events (task_id, tenant, seq, type, data)
-SELECT id, tenant, event_seq, 'webhook_disabled', :p_data FROM t
+{_DISABLED_APPEND}
 """,
     p_task=_UUID,
     p_data=JSONB,

@@ -1,0 +1,123 @@
+"""The task event log (`task_events`): how events are appended, how they are read.
+
+Every event enters the log the same way, in the statement that changes its task:
+the task row's `event_seq` grows by one (`NEXT_SEQ`) in a CTE named `t`, and
+`append_events` inserts the event with that number. So a task's events are numbered
+1, 2, 3, … without gaps, in the order their changes committed, and an event exists
+exactly when its change does. Each insert fires the triggers described in
+`db/notify.py` (the NOTIFY, the webhook outbox) in the same transaction.
+
+Events are read two ways: a task's own log by `seq` (what `Last-Event-ID` resumes
+from), and a tenant's firehose by the global `id`, never past the watermark (see
+`events.Watermark`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import BigInteger, Integer, Text, bindparam, select, text
+from sqlalchemy.dialects.postgresql import UUID
+
+from taskservice.db.sql import Database, Row, Statement
+from taskservice.db.tables import task_events
+from taskservice.models import EventFilter, TaskEvent
+
+STATE_CHANGE = "state_change"
+# In the SET clause of the UPDATE that changes a task: the number of its next event.
+NEXT_SEQ = "event_seq = tasks.event_seq + 1"
+
+
+def append_events(*, type: str, data: str, seq: str = "t.event_seq", source: str = "t") -> str:
+    """The INSERT that records one event per row of the CTE `t` (task rows just
+    changed, returning `id`, `tenant` and `event_seq`): SQL expressions for the
+    event's `type` and `data`, and, for several events per task, its `seq` and a
+    `source` that joins `t` to them. Returns the inserted events' `task_id`."""
+    return f"""INSERT INTO task_events (task_id, tenant, seq, type, data)
+SELECT t.id, t.tenant, {seq}, {type}, {data}
+FROM {source}
+RETURNING task_id"""
+
+
+def event_from_row(row: Row) -> TaskEvent:
+    return TaskEvent(
+        id=row["id"],
+        task_id=row["task_id"],
+        seq=row["seq"],
+        type=row["type"],
+        data=row["data"],
+        created_at=row["created_at"],
+    )
+
+
+_PAGE = Statement(
+    select(task_events)
+    .where(task_events.c.task_id == bindparam("task_id"), task_events.c.seq > bindparam("after"))
+    .order_by(task_events.c.seq)
+    .limit(bindparam("limit"))
+)
+_IDS_AFTER = Statement(
+    text("SELECT id FROM task_events WHERE id > :p_after ORDER BY id LIMIT :p_limit").bindparams(
+        bindparam("p_after", type_=BigInteger), bindparam("p_limit", type_=Integer)
+    )
+)
+_LATEST_ID = Statement(text("SELECT max(id) AS id FROM task_events"))
+
+# A tenant's events in global order, up to the watermark, with optional filters.
+_FIREHOSE = Statement(
+    text("""
+SELECT e.* FROM task_events e JOIN tasks t ON t.id = e.task_id
+WHERE e.tenant = :p_tenant AND e.id > :p_after AND e.id <= :p_upto
+  AND (CAST(:p_types AS text[]) IS NULL OR e.type = ANY(CAST(:p_types AS text[])))
+  AND (CAST(:p_states AS text[]) IS NULL
+       OR (e.type = 'state_change' AND e.data ->> 'to' = ANY(CAST(:p_states AS text[]))))
+  AND (CAST(:p_context AS text) IS NULL OR t.context_id = :p_context)
+  AND (CAST(:p_parent AS uuid) IS NULL OR t.parent_id = :p_parent)
+  AND (CAST(:p_agent AS text) IS NULL OR t.agent ->> 'profile' = :p_agent)
+ORDER BY e.id LIMIT :p_limit
+""").bindparams(
+        bindparam("p_tenant", type_=Text),
+        bindparam("p_after", type_=BigInteger),
+        bindparam("p_upto", type_=BigInteger),
+        bindparam("p_context", type_=Text),
+        bindparam("p_parent", type_=UUID(as_uuid=True)),
+        bindparam("p_agent", type_=Text),
+        bindparam("p_limit", type_=Integer),
+    )
+)
+
+
+class EventLog:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def page(self, task_id: uuid.UUID, *, after: int, limit: int) -> list[TaskEvent]:
+        """A task's events with seq > `after`, in order."""
+        rows = await self.db.fetch(_PAGE, {"task_id": task_id, "after": after, "limit": limit})
+        return [event_from_row(row) for row in rows]
+
+    async def firehose(
+        self, *, tenant: str, after: int, upto: int, filter: EventFilter, limit: int
+    ) -> list[TaskEvent]:
+        """A tenant's events with `after` < id <= `upto`, in global order."""
+        params = {
+            "p_tenant": tenant,
+            "p_after": after,
+            "p_upto": upto,
+            "p_types": sorted(filter.types) or None,
+            "p_states": sorted(filter.states) or None,
+            "p_context": filter.context_id,
+            "p_parent": filter.parent_id,
+            "p_agent": filter.agent,
+            "p_limit": limit,
+        }
+        return [event_from_row(row) for row in await self.db.fetch(_FIREHOSE, params)]
+
+    async def ids_after(self, after: int, limit: int) -> list[int]:
+        """Global event ids after `after`, in order, of every tenant (the watermark)."""
+        rows = await self.db.fetch(_IDS_AFTER, {"p_after": after, "p_limit": limit})
+        return [row["id"] for row in rows]
+
+    async def latest_id(self) -> int:
+        row = await self.db.fetchrow(_LATEST_ID, {})
+        return int(row["id"]) if row is not None and row["id"] is not None else 0

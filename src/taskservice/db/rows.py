@@ -1,0 +1,69 @@
+"""Task rows as `models.Task`: read back from any statement that returns `tasks.*`,
+or made from a submit and the columns the database generated."""
+
+from __future__ import annotations
+
+from taskservice.db.sql import Row
+from taskservice.models import AgentSpec, NewTask, Task
+from taskservice.states import TaskState
+
+
+def task_from_row(row: Row) -> Task:
+    return Task(
+        id=row["id"],
+        tenant=row["tenant"],
+        state=TaskState(row["state"]),
+        input=row["input"],
+        result=row["result"],
+        error=row["error"],
+        agent=AgentSpec.from_json(row["agent"]),
+        metadata=row["metadata"],
+        parent_id=row["parent_id"],
+        context_id=row["context_id"],
+        idempotency_key=row["idempotency_key"],
+        request_hash=row["request_hash"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        timeout_seconds=row["timeout_seconds"],
+        lease_owner=row["lease_owner"],
+        lease_expires_at=row["lease_expires_at"],
+        cancel_reason=row["cancel_reason"],
+        input_request=row["input_request"],
+        usage=row["usage"],
+        event_seq=row["event_seq"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def pending_task(new: NewTask, row: Row) -> Task:
+    """The task `create` just inserted, from the request and the generated columns."""
+    return Task(
+        id=row["id"],
+        tenant=new.tenant,
+        state=TaskState.PENDING,
+        input=new.input,
+        result=None,
+        error=None,
+        agent=new.agent,
+        metadata=new.metadata,
+        parent_id=new.parent_id,
+        context_id=new.context_id,
+        idempotency_key=new.idempotency_key,
+        request_hash=new.request_hash,
+        attempt=0,
+        max_attempts=new.max_attempts,
+        timeout_seconds=new.timeout_seconds,
+        lease_owner=None,
+        lease_expires_at=None,
+        cancel_reason=None,
+        input_request=None,
+        usage={},
+        event_seq=1,
+        created_at=row["created_at"],
+        updated_at=row["created_at"],
+        started_at=None,
+        finished_at=None,
+    )
