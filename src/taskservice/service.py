@@ -11,19 +11,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from taskservice import jsonvalues
 from taskservice.agents import AgentCatalog
-from taskservice.aio import wait_until
 from taskservice.db.eventlog import EventLog
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from taskservice.events import TaskWatchers
+from taskservice.follow import TaskFollower, Update, moved_to
 from taskservice.ids import parse_uuid
 from taskservice.models import (
     AgentSpec,
@@ -73,9 +75,13 @@ def _check_input(input: Any) -> None:
         raise InvalidRequest("input must be text or a JSON object", field="input")
 
 
+def _settles(state: TaskState | None) -> bool:
+    """Nothing more happens to a task in `state` without someone acting on it."""
+    return state is not None and (state.is_terminal or state is TaskState.INPUT_REQUIRED)
+
+
 def _settled(task: Task) -> bool:
-    """Nothing more happens to the task without someone acting on it."""
-    return task.state.is_terminal or task.state is TaskState.INPUT_REQUIRED
+    return _settles(task.state)
 
 
 def encode_cursor(task_id: uuid.UUID) -> str:
@@ -108,6 +114,11 @@ class TaskService:
         webhooks: WebhookService | None = None,
     ) -> None:
         self.watchers = watchers
+        self.follower = (
+            TaskFollower(store=store, log=log, watchers=watchers, settings=settings)
+            if watchers is not None
+            else None
+        )
         self.webhooks = webhooks
         self.store = store
         self.log = log
@@ -253,23 +264,45 @@ class TaskService:
             raise NotFound(f"task {task_id} not found")
         return task
 
+    def follow(
+        self,
+        *,
+        tenant: str,
+        task_id: uuid.UUID,
+        after: int | None = None,
+        idle: float = math.inf,
+        deadline: float = math.inf,
+        authorized: Callable[[], Awaitable[bool]] | None = None,
+    ) -> AsyncGenerator[Update, None]:
+        """The task, then its events as they commit: see `follow.TaskFollower`."""
+        if self.follower is None:
+            raise RuntimeError("this service was built without the event hub's watchers")
+        return self.follower.follow(
+            tenant=tenant,
+            task_id=task_id,
+            after=after,
+            idle=idle,
+            deadline=deadline,
+            authorized=authorized,
+        )
+
     async def wait(self, *, tenant: str, task_id: str, seconds: float) -> Task:
         """Long poll: the task as soon as it is finished or waits for input, else as it
         is when `seconds` (capped) have passed. Woken by the event hub, not a loop."""
         task = await self.get(tenant=tenant, task_id=task_id)
-        if self.watchers is None or seconds <= 0 or _settled(task):
+        if self.follower is None or seconds <= 0 or _settled(task):
             return task
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(seconds, self.settings.max_wait_seconds)
-        with self.watchers.watch(task.id) as changed:
-            # Read again once watching, so no change can slip in between.
-            task = await self.get(tenant=tenant, task_id=task.id)
-            while not _settled(task) and (remaining := deadline - loop.time()) > 0:
-                poll = min(remaining, self.settings.stream_poll_seconds)
-                await wait_until(changed.wait(), poll)
-                changed.clear()
-                task = await self.get(tenant=tenant, task_id=task.id)
-        return task
+        follow = self.follow(tenant=tenant, task_id=task.id, deadline=deadline)
+        async with aclosing(follow) as updates:
+            async for update in updates:
+                if isinstance(update, Task):
+                    if _settled(update):
+                        return update
+                elif update is not None and _settles(moved_to(update)):
+                    break
+        return await self.get(tenant=tenant, task_id=task.id)
 
     async def list_tasks(
         self,

@@ -1,10 +1,5 @@
-"""Server-Sent Events: a task's event log, replayed then live.
-
-```
-snapshot (no id) ─▶ events seq > Last-Event-ID, read from task_events ─▶ live ─▶ terminal event: end
-                                   ▲                                        │
-                                   └──── hub notice or poll: read again ◀───┘
-```
+"""Server-Sent Events: a task's event log, replayed then live (`follow`), and the
+tenant's firehose.
 
 Streams outlive the request that authorized them, so they re-check it as they poll
 (`authorized`): revoking the key (or the key that minted a stream token) ends them.
@@ -12,24 +7,26 @@ Streams outlive the request that authorized them, so they re-check it as they po
 The SSE `id` is the event's sequence number, so a client reconnecting with
 `Last-Event-ID` gets exactly what it missed: every event is read from the table, in
 order, and sent once. The stream only ever holds a dirty flag and one page.
+The firehose's `id` is the global event id, read up to the watermark.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from taskservice.aio import wait_until
+from taskservice.api.deps import CallerContext
 from taskservice.api.schemas import EventOut
 from taskservice.api.sse import LeanEventSourceResponse, keep_alive
-from taskservice.events import TaskWatchers, Watermark
-from taskservice.models import EventFilter, Task, TaskEvent
+from taskservice.events import Watermark
+from taskservice.models import EventFilter, Task
 from taskservice.service import TaskService
 from taskservice.settings import Settings
-from taskservice.states import TaskState
 from taskservice.views import TaskOut
 
 
@@ -47,71 +44,36 @@ def event_stream(
     )
 
 
-def _is_terminal_event(kind: str, data: dict[str, object]) -> bool:
-    to = data.get("to")
-    return kind == "state_change" and isinstance(to, str) and TaskState(to).is_terminal
-
-
 async def task_events(
-    *,
-    service: TaskService,
-    watchers: TaskWatchers,
-    tenant: str,
-    task: Task,
-    after: int,
-    authorized: Callable[[], Awaitable[bool]],
+    caller: CallerContext, task_id: uuid.UUID, *, after: int
 ) -> AsyncIterator[ServerSentEvent]:
-    settings = service.settings
-    task_id = str(task.id)
-    with watchers.watch(task.id) as dirty:
-        # Read the snapshot once watching: whatever happens next wakes us.
-        snapshot = await service.get(tenant=tenant, task_id=task.id)
-        finished = snapshot.state.is_terminal
-        yield ServerSentEvent(
-            data=TaskOut.of(snapshot).model_dump_json(),
-            event="snapshot",
-            retry=settings.stream_retry_ms,
-        )
-        # An idle stream keeps no task, page, event or timer alive (the watchers'
-        # ticker wakes it to poll and to ping): memory per open stream is what a
-        # thousand browsers cost.
-        del snapshot, task
-        clock = asyncio.get_running_loop().time
-        ping_every = settings.stream_ping_seconds or math.inf
-        next_ping = clock() + ping_every
-        last = after
-        event: TaskEvent | None = None
-        while True:
-            dirty.clear()
-            if not await authorized():
-                return  # the key was revoked: a reconnect gets the 401
-            page = await service.events(
-                tenant=tenant, task_id=task_id, after=last, limit=settings.max_page_size
-            )
-            for event in page.events:
+    """A task's SSE stream: the snapshot, then each event (`id` = its seq), with
+    keep-alives while idle, until the terminal event (see `follow`)."""
+    settings = caller.settings
+    follow = caller.service.follow(
+        tenant=caller.tenant,
+        task_id=task_id,
+        after=after,
+        idle=settings.stream_ping_seconds or math.inf,
+        authorized=caller.authorized,  # revoking the key ends the stream
+    )
+    async with aclosing(follow) as updates:
+        async for update in updates:
+            if update is None:
+                yield keep_alive()
+            elif isinstance(update, Task):
                 yield ServerSentEvent(
-                    data=EventOut.of(event).model_dump_json(), event=event.type, id=str(event.seq)
+                    data=TaskOut.of(update).model_dump_json(),
+                    event="snapshot",
+                    retry=settings.stream_retry_ms,
                 )
-                next_ping = clock() + ping_every
-                last = event.seq
-                if _is_terminal_event(event.type, event.data):
-                    return
-            more = page.next_after is not None
-            del page
-            event = None  # nor the last event sent
-            if more:
-                continue  # more to replay
-            if finished:
-                return  # resumed after the end: nothing will follow
-            # Until a notice for this task, or the poll that covers a lost one; send
-            # keep-alives meanwhile.
-            next_poll = clock() + settings.stream_poll_seconds
-            while not dirty.is_set() and clock() < next_poll:
-                if clock() >= next_ping:
-                    yield keep_alive()
-                    next_ping = clock() + ping_every
-                dirty.due = min(next_poll, next_ping)
-                await dirty.wait()
+            else:
+                yield ServerSentEvent(
+                    data=EventOut.of(update).model_dump_json(),
+                    event=update.type,
+                    id=str(update.seq),
+                )
+            del update  # an idle stream keeps no task or event alive
 
 
 async def tenant_events(

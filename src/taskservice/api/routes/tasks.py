@@ -229,14 +229,9 @@ async def list_task_events(
         task = await caller.service.get(tenant=caller.tenant, task_id=task_id)  # 404 first
         return streams.event_stream(
             streams.task_events(
-                service=caller.service,
-                watchers=caller.watchers,
-                tenant=caller.tenant,
-                task=task,
-                after=last_event_id if last_event_id is not None else after,
-                authorized=caller.authorized,
+                caller, task.id, after=last_event_id if last_event_id is not None else after
             ),
-            caller.service.settings,
+            caller.settings,
             pings=False,  # task_events sends its own, from the watchers' shared ticker
         )
     if caller.via_token:
