@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 import httpcore
 
-from taskservice.aio import wait_until
+from taskservice.claims import ClaimLoop
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.outage import OUTAGE
@@ -43,7 +43,6 @@ from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, reso
 
 log = logging.getLogger(__name__)
 
-RETRY_DELAY = 1.0  # seconds, after a database error in the claim loop
 LEASE_MARGIN = 30.0  # seconds an attempt's lease outlasts the HTTP timeout
 _TRANSPORT_ERRORS = (
     httpcore.TimeoutException,
@@ -83,12 +82,6 @@ def describe(answer: Answer) -> str | None:
     return f"HTTP {code}"
 
 
-def _report_crash(loop: asyncio.Task[None]) -> None:
-    # Otherwise an unexpected error would end dispatching in silence until stop().
-    if not loop.cancelled() and loop.exception() is not None:
-        log.error("the webhook dispatcher stopped", exc_info=loop.exception())
-
-
 class Dispatcher:
     def __init__(
         self,
@@ -110,17 +103,21 @@ class Dispatcher:
             max_idle_per_origin=settings.webhook_concurrency,
         )
         self._lease = settings.webhook_timeout_seconds + LEASE_MARGIN
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
         self._inflight: dict[uuid.UUID, tuple[asyncio.Task[None], Claimed]] = {}
-        self._loop: asyncio.Task[None] | None = None
+        self._claims = ClaimLoop(
+            "webhook claim",
+            capacity=settings.webhook_concurrency,
+            busy=lambda: len(self._inflight),
+            claim=self._claim,
+            start=self._start,
+            poll_interval=settings.poll_interval,
+        )
         # Before the hub starts: it LISTENs on the channels registered by then.
-        hub.on_channel(WEBHOOKS_CHANNEL, lambda _payload: self._wake.set())
-        hub.on_reconnect(self._wake.set)
+        hub.on_channel(WEBHOOKS_CHANNEL, lambda _payload: self._claims.wake())
+        hub.on_reconnect(self._claims.wake)
 
     async def start(self) -> None:
-        self._loop = asyncio.create_task(self._claim_loop(), name="webhook-dispatcher")
-        self._loop.add_done_callback(_report_crash)
+        self._claims.start()
         log.info(
             "webhook dispatcher %s started: %d in flight, timeout %.0fs",
             self.dispatcher_id,
@@ -130,11 +127,7 @@ class Dispatcher:
 
     async def stop(self) -> None:
         """Stop claiming; give attempts in flight a little time; release the rest."""
-        self._stopping.set()
-        self._wake.set()
-        if self._loop is not None:
-            self._loop.cancel()
-            await asyncio.gather(self._loop, return_exceptions=True)
+        await self._claims.stop()
         inflight = dict(self._inflight)
         if inflight:
             grace = min(self.settings.shutdown_grace_seconds, self.settings.webhook_timeout_seconds)
@@ -148,38 +141,27 @@ class Dispatcher:
                         await self.store.release(claimed, dispatcher=self.dispatcher_id)
         await self._sender.aclose()
 
-    async def _claim_loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.clear()
-            free = self.settings.webhook_concurrency - len(self._inflight)
-            claimed: list[Claimed] = []
-            if free > 0:
-                try:
-                    claimed = await self.store.claim(
-                        dispatcher=self.dispatcher_id, limit=free, lease_seconds=self._lease
-                    )
-                except TRANSIENT_ERRORS as exc:
-                    OUTAGE.failed("webhook claim", exc)
-                    await asyncio.sleep(RETRY_DELAY)
-                    continue
-                try:
-                    payloads = await self._render(claimed)
-                except TRANSIENT_ERRORS as exc:
-                    # Claimed but not attempted: the leases run out, and they are retried.
-                    OUTAGE.failed("webhook bodies", exc)
-                    log.info("could not prepare the bodies of %d deliveries", len(claimed))
-                    await asyncio.sleep(RETRY_DELAY)
-                    continue
-                for delivery in claimed:
-                    payload = payloads.get(delivery.id)
-                    if payload is None:  # the task is gone, and its deliveries with it
-                        continue
-                    attempt = self._attempt(delivery, payload)
-                    task = asyncio.create_task(attempt, name=f"hook-{delivery.id}")
-                    self._inflight[delivery.id] = (task, delivery)
-            if claimed:
-                continue  # there may be more
-            await wait_until(self._wake.wait(), self.settings.poll_interval)
+    async def _claim(self, limit: int) -> list[tuple[Claimed, str | None]]:
+        """Up to `limit` due deliveries, each with its body (None: the task is gone,
+        and its deliveries with it)."""
+        claimed = await self.store.claim(
+            dispatcher=self.dispatcher_id, limit=limit, lease_seconds=self._lease
+        )
+        try:
+            payloads = await self._render(claimed)
+        except TRANSIENT_ERRORS:
+            # Claimed but not attempted: the leases run out, and they are retried.
+            log.info("could not prepare the bodies of %d deliveries", len(claimed))
+            raise
+        return [(delivery, payloads.get(delivery.id)) for delivery in claimed]
+
+    def _start(self, claimed: tuple[Claimed, str | None]) -> None:
+        delivery, payload = claimed
+        if payload is not None:
+            attempt = asyncio.create_task(
+                self._attempt(delivery, payload), name=f"hook-{delivery.id}"
+            )
+            self._inflight[delivery.id] = (attempt, delivery)
 
     async def _attempt(self, claimed: Claimed, payload: str) -> None:
         try:
@@ -200,7 +182,7 @@ class Dispatcher:
             log.info("delivery %s: could not record attempt %d", claimed.id, claimed.attempt)
         finally:
             self._inflight.pop(claimed.id, None)
-            self._wake.set()  # a slot is free, and a later state may now be due
+            self._claims.wake()  # a slot is free, and a later state may now be due
 
     async def _render(self, claimed: list[Claimed]) -> dict[uuid.UUID, str]:
         """Each delivery's body, saved before its first send. A new one is rendered

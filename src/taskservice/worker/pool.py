@@ -25,7 +25,7 @@ import logging
 import uuid
 from typing import Any
 
-from taskservice.aio import wait_until
+from taskservice.claims import ClaimLoop
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
 from taskservice.db.outage import OUTAGE
@@ -43,7 +43,6 @@ from taskservice.worker.ledger import LeaseLost, RunLedger
 
 log = logging.getLogger(__name__)
 
-RETRY_DELAY = 1.0  # seconds, after a database error in a loop
 # Events after which a task may be claimable: wake the claim loop.
 _WAKE_TYPES = frozenset({"recovered", "released"})
 _WAKE_TARGETS = frozenset({TaskState.PENDING.value, TaskState.RUNNING.value})
@@ -76,25 +75,28 @@ class WorkerPool:
             lease_seconds=settings.lease_seconds,
             on_lost=self._on_leases_lost,
         )
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
+        self._claims = ClaimLoop(
+            "worker claim",
+            capacity=settings.worker_concurrency,
+            busy=lambda: len(self._runs),
+            claim=self._claim,
+            start=self._start,
+            poll_interval=settings.poll_interval,
+        )
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._leases: dict[uuid.UUID, Lease] = {}
         # Runs writing their outcome: the fenced write decides whether it still
         # counts, so a cancellation or a lost-lease report must not interrupt what
         # follows its commit (resuming a parked parent).
         self._finishing: set[uuid.UUID] = set()
-        self._loops: list[asyncio.Task[None]] = []
         self._unsubscribe = hub.subscribe(self._on_event)
-        hub.on_reconnect(self._wake.set)
+        hub.on_reconnect(self._claims.wake)
 
     # -- lifecycle --------------------------------------------------------------
 
     async def start(self) -> None:
         self.heartbeat.start()
-        self._loops = [
-            asyncio.create_task(self._claim_loop(), name="worker-claim"),
-        ]
+        self._claims.start()
         log.info(
             "worker %s started: concurrency %d, lease %.0fs",
             self.worker_id,
@@ -105,11 +107,7 @@ class WorkerPool:
     async def stop(self) -> None:
         """Stop claiming; let runs finish within the grace period; stop and release
         the rest so another process takes them over at once."""
-        self._stopping.set()
-        self._wake.set()
-        for loop in self._loops:
-            loop.cancel()
-        await asyncio.gather(*self._loops, return_exceptions=True)
+        await self._claims.stop()
         runs = dict(self._runs)
         if runs:
             grace = self.settings.shutdown_grace_seconds
@@ -144,7 +142,7 @@ class WorkerPool:
         if notice.type in _WAKE_TYPES or (
             notice.type == "state_change" and notice.target in _WAKE_TARGETS
         ):
-            self._wake.set()
+            self._claims.wake()
         if (
             notice.target == TaskState.CANCELLED.value
             and notice.task_id in self._runs
@@ -163,28 +161,13 @@ class WorkerPool:
                 log.warning("task %s: lease lost; stopping its run", task_id)
                 run.cancel()
 
-    async def _claim_loop(self) -> None:
-        while not self._stopping.is_set():
-            self._wake.clear()
-            free = self.settings.worker_concurrency - len(self._runs)
-            claimed: list[Task] = []
-            if free > 0:
-                try:
-                    claimed = await self.leases.claim(
-                        owner=self.worker_id,
-                        limit=free,
-                        lease_seconds=self.settings.lease_seconds,
-                        tenant_cap=self.settings.tenant_max_running,
-                    )
-                except TRANSIENT_ERRORS as exc:
-                    OUTAGE.failed("worker claim", exc)
-                    await asyncio.sleep(RETRY_DELAY)
-                    continue
-                for task in claimed:
-                    self._start(task)
-            if claimed:
-                continue  # there may be more: claim again while slots are free
-            await wait_until(self._wake.wait(), self.settings.poll_interval)
+    async def _claim(self, limit: int) -> list[Task]:
+        return await self.leases.claim(
+            owner=self.worker_id,
+            limit=limit,
+            lease_seconds=self.settings.lease_seconds,
+            tenant_cap=self.settings.tenant_max_running,
+        )
 
     def _start(self, task: Task) -> None:
         lease = task.lease
@@ -214,7 +197,7 @@ class WorkerPool:
             self._finishing.discard(task.id)
             self._runs.pop(task.id, None)
             self._leases.pop(task.id, None)
-            self._wake.set()  # a slot is free
+            self._claims.wake()  # a slot is free
 
     async def _run_agent(self, task: Task, ledger: RunLedger) -> Outcome:
         timeout = task.timeout_seconds or self.settings.task_timeout_seconds
