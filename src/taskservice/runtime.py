@@ -25,7 +25,9 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.sql import Database
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
-from taskservice.db.webhooks import WebhookStore
+from taskservice.db.webhook_deliveries import DeliveryLog
+from taskservice.db.webhook_outbox import OutboxStore
+from taskservice.db.webhook_subscriptions import SubscriptionStore
 from taskservice.events import EventHub, TaskWatchers, Watermark
 from taskservice.message_router import MessageRouter
 from taskservice.service import TaskService
@@ -112,12 +114,11 @@ class Runtime:
                     settings.host,
                 )
             hub = EventHub(url)
-            webhook_store = WebhookStore(db)
             dispatcher: Dispatcher | None = None
             if settings.webhooks_enabled:
                 # Made before the hub starts, which then LISTENs on its channel too.
                 dispatcher = Dispatcher(
-                    store=webhook_store, tasks=store, hub=hub, settings=settings
+                    store=OutboxStore(db), tasks=store, hub=hub, settings=settings
                 )
             await hub.start()
             stack.push_async_callback(hub.stop)
@@ -131,7 +132,7 @@ class Runtime:
             # Start a little back, so events still in flight at start are not skipped.
             await watermark.start(max(0, await event_log.latest_id() - 1000))
             stack.push_async_callback(watermark.stop)
-            webhooks = WebhookService(webhook_store, settings)
+            webhooks = WebhookService(SubscriptionStore(db), DeliveryLog(db), settings)
             service = TaskService(
                 store=store,
                 log=event_log,

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.tasks import TaskStore
-from taskservice.db.webhooks import WebhookStore
+from taskservice.db.webhook_subscriptions import SubscriptionStore
 from taskservice.webhooks import signing
 from tests.acceptance.test_workers import fetch, wait_until, workers
 from tests.fakes.webhook_receiver import Receiver
@@ -25,7 +25,7 @@ TASKS = 150
 async def test_two_dispatcher_processes_never_send_one_attempt_twice(
     database_url: str, db: AsyncEngine, store: TaskStore, tmp_path: Path
 ) -> None:
-    hooks = WebhookStore(store.db)
+    hooks = SubscriptionStore(store.db)
     settings = {
         "webhook_allow_http": "true",
         "webhook_allow_targets": "127.0.0.1/32",

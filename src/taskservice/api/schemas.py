@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskservice.db.webhooks import Delivery, Subscription
+from taskservice.db.webhook_deliveries import Delivery
+from taskservice.db.webhook_subscriptions import Subscription
 from taskservice.models import TaskEvent
 from taskservice.states import TaskState
 from taskservice.views import TaskOut

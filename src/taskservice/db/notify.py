@@ -12,7 +12,7 @@ that writes the row, so a notice exists exactly when its row committed.
 - `taskservice_webhooks` (`WEBHOOKS_CHANNEL`): trigger `task_events_webhook_outbox`,
   AFTER INSERT ON task_events (migrations 0004, 0005), which also writes the
   `webhook_deliveries` rows (the outbox, with the task's snapshot) for every
-  subscription the state change matches; `db.webhooks` sends it too when it makes a
+  subscription the state change matches; `db.webhook_subscriptions` sends it too when it makes a
   delivery due by other means (a late registration, a redelivery).
 
 A notice is a hint: readers catch up from the tables, so a lost one costs latency.

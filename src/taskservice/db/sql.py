@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
-from sqlalchemy import JSON
+from sqlalchemy import JSON, bindparam, text
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -62,6 +62,11 @@ class Statement:
                 value = dumps_json(value)
             values.append(value)
         return values
+
+
+def text_statement(sql: str, **types: Any) -> Statement:
+    """A statement written as SQL text, its `:name` parameters typed by keyword."""
+    return Statement(text(sql).bindparams(*(bindparam(k, type_=t) for k, t in types.items())))
 
 
 def _jsonb_encode(text: str) -> bytes:

@@ -32,7 +32,7 @@ from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.outage import OUTAGE
 from taskservice.db.tasks import TaskStore
-from taskservice.db.webhooks import Claimed, Outcome, WebhookStore
+from taskservice.db.webhook_outbox import Claimed, OutboxStore, Outcome
 from taskservice.events import EventHub
 from taskservice.ids import new_worker_id
 from taskservice.settings import Settings
@@ -86,7 +86,7 @@ class Dispatcher:
     def __init__(
         self,
         *,
-        store: WebhookStore,
+        store: OutboxStore,
         tasks: TaskStore,
         hub: EventHub,
         settings: Settings,

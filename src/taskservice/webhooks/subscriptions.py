@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from taskservice.db.webhooks import Delivery, Subscription, WebhookStore
+from taskservice.db.webhook_deliveries import Delivery, DeliveryLog
+from taskservice.db.webhook_subscriptions import Subscription, SubscriptionStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound
 from taskservice.ids import parse_uuid, uuid7
 from taskservice.settings import Settings
@@ -100,9 +101,15 @@ def check_filters(filters: Mapping[str, Any]) -> dict[str, Any]:
 
 class WebhookService:
     def __init__(
-        self, store: WebhookStore, settings: Settings, *, resolver: Resolver = system_resolver
+        self,
+        store: SubscriptionStore,
+        deliveries: DeliveryLog,
+        settings: Settings,
+        *,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.store = store
+        self.delivery_log = deliveries
         self.settings = settings
         self._allow = AllowList.parse(settings.webhook_allow_targets)
         self._resolver = resolver
@@ -261,7 +268,7 @@ class WebhookService:
         sub_id = None
         if subscription_id is not None:
             sub_id = (await self.get(tenant=tenant, subscription_id=subscription_id)).id
-        return await self.store.deliveries(
+        return await self.delivery_log.deliveries(
             tenant=tenant,
             subscription_id=sub_id,
             task_id=task_id,
@@ -271,14 +278,14 @@ class WebhookService:
         )
 
     async def delivery(self, *, tenant: str, delivery_id: str) -> Delivery:
-        found = await self.store.delivery(tenant=tenant, delivery_id=self._id(delivery_id))
+        found = await self.delivery_log.delivery(tenant=tenant, delivery_id=self._id(delivery_id))
         if found is None:
             raise NotFound(f"delivery {delivery_id} not found")
         return found
 
     async def redeliver(self, *, tenant: str, delivery_id: str) -> Delivery:
         current = await self.delivery(tenant=tenant, delivery_id=delivery_id)
-        if not await self.store.redeliver(tenant=tenant, delivery_id=current.id):
+        if not await self.delivery_log.redeliver(tenant=tenant, delivery_id=current.id):
             again = await self.delivery(tenant=tenant, delivery_id=delivery_id)
             if again.in_flight:
                 raise Conflict(f"delivery {delivery_id} has an attempt in flight; try later")
