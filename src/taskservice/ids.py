@@ -1,13 +1,17 @@
-"""Ids: time-ordered UUIDv7 (RFC 9562), monotonic within a process; and the names a
-process's workers and dispatchers hold leases under."""
+"""Ids: time-ordered UUIDv7 (RFC 9562), monotonic within a process; the names a
+process's workers and dispatchers hold leases under; and the opaque keyset cursors
+pages hand out (an id, versioned)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import threading
 import time
 import uuid
+
+from taskservice.errors import InvalidRequest
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -47,3 +51,23 @@ def new_worker_id() -> str:
     """A lease owner's name, fresh at every start: a restarted process never inherits
     old leases."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+_CURSOR_VERSION = "v1"
+
+
+def encode_cursor(task_id: uuid.UUID) -> str:
+    raw = f"{_CURSOR_VERSION}:{task_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> uuid.UUID:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        version, _, text = raw.partition(":")
+    except (ValueError, UnicodeDecodeError):
+        version, text = "", ""
+    task_id = parse_uuid(text) if version == _CURSOR_VERSION else None
+    if task_id is None:
+        raise InvalidRequest("cursor is not one this service issued", field="cursor")
+    return task_id

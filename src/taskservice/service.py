@@ -9,7 +9,6 @@ statement lives in `db`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import math
 import uuid
@@ -26,7 +25,7 @@ from taskservice.db.tasks import AlsoWrite, TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from taskservice.events import TaskWatchers
 from taskservice.follow import TaskFollower, Update, moved_to
-from taskservice.ids import parse_uuid
+from taskservice.ids import decode_cursor, encode_cursor, parse_uuid
 from taskservice.models import (
     AgentSpec,
     EventFilter,
@@ -41,7 +40,6 @@ from taskservice.settings import Settings
 from taskservice.states import TaskState
 from taskservice.webhooks.subscriptions import Prepared, WebhookRequest, WebhookService
 
-_CURSOR_VERSION = "v1"
 # A cancel re-reads and retries when the task moved under it; the state machine has
 # few enough states that a handful of rounds always settles.
 _CANCEL_ROUNDS = 8
@@ -82,23 +80,6 @@ def _settles(state: TaskState | None) -> bool:
 
 def _settled(task: Task) -> bool:
     return _settles(task.state)
-
-
-def encode_cursor(task_id: uuid.UUID) -> str:
-    raw = f"{_CURSOR_VERSION}:{task_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> uuid.UUID:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        version, _, text = raw.partition(":")
-    except (ValueError, UnicodeDecodeError):
-        version, text = "", ""
-    task_id = parse_uuid(text) if version == _CURSOR_VERSION else None
-    if task_id is None:
-        raise InvalidRequest("cursor is not one this service issued", field="cursor")
-    return task_id
 
 
 class TaskService:

@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from taskservice.errors import InvalidRequest
-from taskservice.service import decode_cursor, encode_cursor
+from taskservice.ids import decode_cursor, encode_cursor
 from taskservice.settings import Settings, is_loopback_host
 
 
