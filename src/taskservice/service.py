@@ -1,9 +1,9 @@
-"""The use cases: submit, get, list, cancel, give input, read the event log, the
-conversation and the tool calls.
+"""The use cases: submit (and spawn a subtask), get, list, cancel, give input, wait
+for and follow a task, read the event log, the conversation and the tool calls.
 
-Transport-independent: the REST routes (and later the A2A binding) are thin adapters
-over `TaskService`. Every rule about what a request may do lives here; every SQL
-statement lives in `db`.
+Transport-independent: the REST routes and the A2A binding are thin adapters over
+`TaskService`, and a running agent's subtasks go through it too. Every rule about
+what a request may do lives here; every SQL statement lives in `db`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from fastapi import Depends, Query, Request
 
 from taskservice.agents import AgentCatalog
 from taskservice.errors import NotFound, Unauthorized
-from taskservice.events import TaskWatchers, Watermark
+from taskservice.events import Watermark
 from taskservice.ids import parse_uuid
 from taskservice.message_router import MessageRouter
 from taskservice.runtime import Runtime
@@ -79,12 +79,6 @@ class CallerContext:
     @property
     def watermark(self) -> Watermark:
         return self.runtime.watermark
-
-    @property
-    def watchers(self) -> TaskWatchers:
-        watchers = self.runtime.service.watchers
-        assert watchers is not None  # the runtime always gives the service its watchers
-        return watchers
 
     @property
     def catalog(self) -> AgentCatalog:
