@@ -190,7 +190,7 @@ class SubscriptionStore:
 
     async def create_for_task(
         self,
-        conn: Any,
+        conn: Any | None,
         *,
         tenant: str,
         task_id: uuid.UUID,
@@ -199,8 +199,20 @@ class SubscriptionStore:
         secret: str,
         states: Sequence[str],
     ) -> Subscription | None:
-        """On `conn`, inside the caller's transaction (submit) or alone. None: no such
-        task for this tenant. A state the task is in already is delivered at once."""
+        """On `conn`, inside the caller's transaction (submit), or on a connection of
+        its own (None). None: no such task for this tenant. A state the task is in
+        already is delivered at once."""
+        if conn is None:
+            async with self.db.connection() as own:
+                return await self.create_for_task(
+                    own,
+                    tenant=tenant,
+                    task_id=task_id,
+                    subscription_id=subscription_id,
+                    url=url,
+                    secret=secret,
+                    states=states,
+                )
         params = {
             "p_task": task_id,
             "p_tenant": tenant,

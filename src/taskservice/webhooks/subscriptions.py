@@ -145,8 +145,10 @@ class WebhookService:
         return [await self.prepare(request) for request in requests]
 
     async def insert_for_task(
-        self, conn: Any, *, tenant: str, task_id: uuid.UUID, prepared: Sequence[Prepared]
+        self, conn: Any | None, *, tenant: str, task_id: uuid.UUID, prepared: Sequence[Prepared]
     ) -> list[Subscription]:
+        """A task's webhooks, on `conn` in the submit's transaction, or (None) each
+        committed by itself."""
         made = []
         for p in prepared:
             sub = await self.store.create_for_task(
@@ -174,10 +176,9 @@ class WebhookService:
         if len(existing) >= limit:
             raise Conflict(f"task {task_id} has {limit} webhooks already, the most it may have")
         prepared = await self.prepare(request)
-        async with self.store.db.connection() as conn:
-            (sub,) = await self.insert_for_task(
-                conn, tenant=tenant, task_id=parsed, prepared=[prepared]
-            )
+        (sub,) = await self.insert_for_task(
+            None, tenant=tenant, task_id=parsed, prepared=[prepared]
+        )
         return sub
 
     async def subscribe_tenant(self, *, tenant: str, request: WebhookRequest) -> Subscription:
