@@ -92,7 +92,7 @@ class Runtime:
             store = TaskStore(db)
             event_log = EventLog(db)
             # First, so that a process that lives only briefly still reaps.
-            reaper = Reaper(leases=LeaseStore(db), store=store, settings=settings)
+            reaper = Reaper(leases=LeaseStore(db), ledger=LedgerStore(db), settings=settings)
             reaper.start()
             stack.push_async_callback(reaper.stop)
             keys = ApiKeyStore(engine)
@@ -146,7 +146,6 @@ class Runtime:
             if workers:
                 catalog.announce()
                 pool = WorkerPool(
-                    store=store,
                     service=service,
                     leases=LeaseStore(db),
                     ledger=LedgerStore(db),

@@ -324,7 +324,7 @@ class TaskService:
             )
             if cancelled is not None:
                 if cancelled.parent_id is not None:  # a parked parent may now resume
-                    await self.store.resume_parents(parent_id=cancelled.parent_id)
+                    await self.ledger.resume_parents(parent_id=cancelled.parent_id)
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
 

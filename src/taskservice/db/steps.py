@@ -1,4 +1,5 @@
-"""The step ledger: a run's messages, tool calls and step events.
+"""The step ledger: a run's messages, tool calls and step events; and parents parked
+on their subtasks' calls, resumed when the last one finishes.
 
 Every worker write here is one statement fenced on the task's lease: the task row is
 updated first (`event_seq` grows by the number of events), and the message, calls
@@ -17,7 +18,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.types import BigInteger, Integer, Text
 
-from taskservice.db.eventlog import append_events
+from taskservice.db.eventlog import NEXT_SEQ, append_events
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import tasks
 from taskservice.models import Lease
@@ -181,6 +182,51 @@ _ALL_CALLS = Statement(
 )
 
 
+_RESUMED_EVENT = append_events(
+    type="'state_change'",
+    data="""jsonb_build_object('from', 'input_required', 'to', 'running',
+                  'cause', 'subtasks_finished')""",
+)
+# Parents parked on their subtasks (input_required, kind "subtasks") whose subtasks
+# have all finished go back to running, ownerless (claimable); their wait call is
+# completed with the subtasks' outcomes, which the resumed run hands the model.
+_RESUME_PARENTS = Statement(
+    text(f"""
+WITH ready AS (
+    SELECT p.id, p.input_request ->> 'call_id' AS call_id
+    FROM tasks p
+    WHERE p.state = 'input_required' AND p.input_request ->> 'kind' = 'subtasks'
+      AND (CAST(:p_parent AS uuid) IS NULL OR p.id = :p_parent)
+      AND NOT EXISTS (
+          SELECT 1 FROM tasks c
+          WHERE c.parent_id = p.id AND c.state NOT IN ('completed', 'failed', 'cancelled'))
+    FOR UPDATE OF p SKIP LOCKED
+),
+outcomes AS (
+    SELECT ready.id AS parent_id,
+           jsonb_agg(jsonb_build_object('id', c.id, 'state', c.state,
+                                        'result', c.result, 'error', c.error)
+                     ORDER BY c.id) AS subtasks
+    FROM ready JOIN tasks c ON c.parent_id = ready.id
+    GROUP BY ready.id
+),
+t AS (
+    UPDATE tasks SET state = 'running', input_request = NULL, updated_at = now(), {NEXT_SEQ}
+    FROM ready WHERE tasks.id = ready.id AND tasks.state = 'input_required'
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, ready.call_id
+),
+calls AS (
+    UPDATE task_calls SET status = 'completed', finished_at = now(),
+                          result = coalesce(outcomes.subtasks, '[]'::jsonb)
+    FROM t LEFT JOIN outcomes ON outcomes.parent_id = t.id
+    WHERE task_calls.task_id = t.id AND task_calls.tool_call_id = t.call_id
+    RETURNING task_calls.task_id
+)
+{_RESUMED_EVENT}
+""").bindparams(bindparam("p_parent", type_=UUID(as_uuid=True)))
+)
+
+
 class LedgerStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -288,3 +334,9 @@ class LedgerStore:
     async def all_calls(self, task_id: uuid.UUID) -> dict[str, Row]:
         rows = await self.db.fetch(_ALL_CALLS, {"p_id": task_id})
         return {row["tool_call_id"]: row for row in rows}
+
+    async def resume_parents(self, *, parent_id: uuid.UUID | None = None) -> int:
+        """Resume parents parked on their subtasks once every subtask is finished
+        (one parent, or any). Their wait call returns the subtasks' outcomes."""
+        rows = await self.db.fetch(_RESUME_PARENTS, {"p_parent": parent_id})
+        return len(rows)

@@ -126,12 +126,6 @@ _CASCADE_EVENT = append_events(
                   'reason', :v_cancel_reason, 'cause', 'parent_cancelled',
                   'parent_id', t.parent_id)""",
 )
-_RESUMED_EVENT = append_events(
-    type="'state_change'",
-    data="""jsonb_build_object('from', 'input_required', 'to', 'running',
-                  'cause', 'subtasks_finished')""",
-)
-
 # Cancel every live task below a cancelled one (any depth), each with its event.
 # FOR UPDATE re-reads a row changed meanwhile, so a child that completed a moment
 # ago is left alone.
@@ -166,45 +160,6 @@ UPDATE task_calls SET status = 'completed', result = to_jsonb(x.answer), finishe
 FROM jsonb_to_recordset(:p_answers) AS x(id text, answer text)
 WHERE task_calls.task_id = :p_id AND task_calls.tool_call_id = x.id
 """).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("p_answers", type_=JSONB))
-)
-
-# Parents parked on their subtasks (input_required, kind "subtasks") whose subtasks
-# have all finished go back to running, ownerless (claimable); their wait call is
-# completed with the subtasks' outcomes, which the resumed run hands the model.
-_RESUME_PARENTS = Statement(
-    text(f"""
-WITH ready AS (
-    SELECT p.id, p.input_request ->> 'call_id' AS call_id
-    FROM tasks p
-    WHERE p.state = 'input_required' AND p.input_request ->> 'kind' = 'subtasks'
-      AND (CAST(:p_parent AS uuid) IS NULL OR p.id = :p_parent)
-      AND NOT EXISTS (
-          SELECT 1 FROM tasks c
-          WHERE c.parent_id = p.id AND c.state NOT IN ('completed', 'failed', 'cancelled'))
-    FOR UPDATE OF p SKIP LOCKED
-),
-outcomes AS (
-    SELECT ready.id AS parent_id,
-           jsonb_agg(jsonb_build_object('id', c.id, 'state', c.state,
-                                        'result', c.result, 'error', c.error)
-                     ORDER BY c.id) AS subtasks
-    FROM ready JOIN tasks c ON c.parent_id = ready.id
-    GROUP BY ready.id
-),
-t AS (
-    UPDATE tasks SET state = 'running', input_request = NULL, updated_at = now(), {NEXT_SEQ}
-    FROM ready WHERE tasks.id = ready.id AND tasks.state = 'input_required'
-    RETURNING tasks.id, tasks.tenant, tasks.event_seq, ready.call_id
-),
-calls AS (
-    UPDATE task_calls SET status = 'completed', finished_at = now(),
-                          result = coalesce(outcomes.subtasks, '[]'::jsonb)
-    FROM t LEFT JOIN outcomes ON outcomes.parent_id = t.id
-    WHERE task_calls.task_id = t.id AND task_calls.tool_call_id = t.call_id
-    RETURNING task_calls.task_id
-)
-{_RESUMED_EVENT}
-""").bindparams(bindparam("p_parent", type_=UUID(as_uuid=True)))
 )
 
 _WAITING = Statement(
@@ -402,12 +357,6 @@ class TaskStore:
                 return None
             await conn.execute(_ANSWER_CALLS.sql, *_ANSWER_CALLS.args(params))
         return task_from_row(row)
-
-    async def resume_parents(self, *, parent_id: uuid.UUID | None = None) -> int:
-        """Resume parents parked on their subtasks once every subtask is finished
-        (one parent, or any). Their wait call returns the subtasks' outcomes."""
-        rows = await self.db.fetch(_RESUME_PARENTS, {"p_parent": parent_id})
-        return len(rows)
 
     async def waiting_for_input(self, *, tenant: str, context_id: str | None) -> list[Task]:
         rows = await self.db.fetch(_WAITING, {"p_tenant": tenant, "p_context": context_id})

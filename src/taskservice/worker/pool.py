@@ -30,7 +30,6 @@ from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import LedgerStore
-from taskservice.db.tasks import TaskStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.ids import new_worker_id
 from taskservice.models import Lease, Task
@@ -52,7 +51,6 @@ class WorkerPool:
     def __init__(
         self,
         *,
-        store: TaskStore,
         service: TaskService,
         leases: LeaseStore,
         ledger: LedgerStore,
@@ -61,7 +59,6 @@ class WorkerPool:
         settings: Settings,
         database_url: str,
     ) -> None:
-        self.store = store
         self.service = service
         self.leases = leases
         self.ledger = ledger
@@ -266,6 +263,6 @@ class WorkerPool:
         # Parked parents resume when their last subtask finishes; a parent that just
         # parked may find its subtasks already done.
         if target.is_terminal and task.parent_id is not None:
-            await self.store.resume_parents(parent_id=task.parent_id)
+            await self.ledger.resume_parents(parent_id=task.parent_id)
         elif target is TaskState.INPUT_REQUIRED:
-            await self.store.resume_parents(parent_id=task.id)
+            await self.ledger.resume_parents(parent_id=task.id)

@@ -22,7 +22,7 @@ import random
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
 from taskservice.db.outage import OUTAGE
-from taskservice.db.tasks import TaskStore
+from taskservice.db.steps import LedgerStore
 from taskservice.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -35,9 +35,9 @@ _MIN_SLEEP = 0.25
 
 
 class Reaper:
-    def __init__(self, *, leases: LeaseStore, store: TaskStore, settings: Settings) -> None:
+    def __init__(self, *, leases: LeaseStore, ledger: LedgerStore, settings: Settings) -> None:
         self.leases = leases
-        self.store = store
+        self.ledger = ledger
         self.settings = settings
         self._loop: asyncio.Task[None] | None = None
 
@@ -55,7 +55,7 @@ class Reaper:
         stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
         # Backstop for parents whose last subtask ended on another path (cancelled,
         # failed by the reaper).
-        recovered += await self.store.resume_parents()
+        recovered += await self.ledger.resume_parents()
         if recovered or failed or stalled:
             log.info(
                 "reaper: %d recovered, %d failed (no attempts left), %d stalled",
