@@ -1,0 +1,87 @@
+"""`ClaimLoop`, shared by the worker pool and the webhook dispatcher: claims up to
+the free slots, again while claims come back, then sleeps until woken; a database
+failure is retried; an unexpected error is logged at once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from taskservice import claims
+from taskservice.claims import ClaimLoop
+from taskservice.errors import DatabaseUnavailable
+
+
+async def test_it_claims_up_to_the_free_slots_until_none_come_back_then_waits() -> None:
+    backlog = list(range(7))
+    asked: list[int] = []
+    running: set[int] = set()
+
+    async def claim(limit: int) -> list[int]:
+        asked.append(limit)
+        taken, backlog[:] = backlog[:limit], backlog[limit:]
+        return taken
+
+    loop = ClaimLoop(
+        "test claim",
+        capacity=3,
+        busy=lambda: len(running),
+        claim=claim,
+        start=running.add,
+        poll_interval=60,
+    )
+    loop.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert running == {0, 1, 2}  # three slots: three started, none asked beyond
+        assert asked == [3]  # full: no claim until a slot frees and wakes the loop
+        running.clear()
+        loop.wake()
+        await asyncio.sleep(0.05)
+        assert running == {3, 4, 5}
+        running.discard(3)
+        loop.wake()
+        await asyncio.sleep(0.05)
+        assert running == {4, 5, 6}
+        running.clear()
+        loop.wake()
+        await asyncio.sleep(0.05)
+        assert asked == [3, 3, 1, 3]  # the last claim found nothing: it sleeps now
+    finally:
+        await loop.stop()
+
+
+async def test_a_database_failure_is_retried_and_an_unexpected_error_is_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(claims, "RETRY_DELAY", 0.01)
+    calls = 0
+    started: list[str] = []
+
+    async def claim(limit: int) -> list[str]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise DatabaseUnavailable("the database went away")
+        if calls == 2:
+            return ["after the outage"]
+        raise RuntimeError("a bug")
+
+    loop = ClaimLoop(
+        "test claim",
+        capacity=4,
+        busy=lambda: 0,
+        claim=claim,
+        start=started.append,
+        poll_interval=60,
+    )
+    with caplog.at_level(logging.ERROR, logger="taskservice.claims"):
+        loop.start()
+        await asyncio.sleep(0.2)
+        assert started == ["after the outage"]
+        assert calls == 3
+        assert "test claim stopped" in caplog.text
+        assert "a bug" in caplog.text
+    await loop.stop()
