@@ -17,6 +17,7 @@ from contextlib import aclosing
 from typing import Any
 
 from taskservice import jsonvalues
+from taskservice.agent_options import AgentOptions, effective
 from taskservice.agents import AgentCatalog
 from taskservice.db.eventlog import EventLog
 from taskservice.db.sql import Row
@@ -129,6 +130,9 @@ class TaskService:
         `webhooks` become the task's own subscriptions, committed with the task, so
         no state change can happen before they exist."""
         metadata = metadata or {}
+        # The agent may be named by fields or by the original design's metadata keys.
+        options = effective(AgentOptions(system_prompt, model, agent), metadata)
+        system_prompt, model, agent = options.system_prompt, options.model, options.agent
         texts = (system_prompt, agent, model, context_id, idempotency_key)
         input_json, metadata_json = self._check_content(input, metadata, texts)
         spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)

@@ -27,6 +27,7 @@ from taskservice.a2a.protocol import (
     pauses,
     status,
 )
+from taskservice.agent_options import METADATA_KEYS
 from taskservice.errors import Conflict
 from taskservice.follow import moved_to
 from taskservice.models import Task
@@ -63,7 +64,12 @@ class A2AHandler:
             input=given,
             agent=agent if isinstance(agent, str) else None,
             model=model if isinstance(model, str) else None,
-            metadata={"a2a": {"messageId": message.message_id}},
+            # The original design's agent keys (`system_prompt`, `model_name`,
+            # `config_name`) count as on REST: the use case applies them.
+            metadata={
+                "a2a": {"messageId": message.message_id},
+                **{key: options[key] for key in METADATA_KEYS if key in options},
+            },
             # A message without a context starts one, named after the message so
             # that a retry names the same one.
             context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, message.message_id)),

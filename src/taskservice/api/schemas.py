@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from taskservice.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.db.webhook_deliveries import Delivery
 from taskservice.db.webhook_subscriptions import Subscription
 from taskservice.models import TaskEvent
@@ -209,14 +210,25 @@ class TaskCreate(Request):
         examples=["Summarise the A2A protocol in one sentence."],
     )
     system_prompt: str | None = Field(
-        default=None, max_length=32_768, description="Overrides the profile's system prompt."
+        default=None,
+        max_length=SYSTEM_PROMPT.max_length,
+        description="Overrides the profile's system prompt (or `metadata.system_prompt`).",
     )
-    agent: str | None = Field(default=None, max_length=100, description="Agent profile name.")
+    agent: str | None = Field(
+        default=None,
+        max_length=AGENT.max_length,
+        description="Agent profile name (or `metadata.config_name`).",
+    )
     model: str | None = Field(
-        default=None, max_length=200, description="A model from the operator's allow-list."
+        default=None,
+        max_length=MODEL.max_length,
+        description="A model from the operator's allow-list (or `metadata.model_name`).",
     )
     metadata: dict[str, Any] = Field(
-        default_factory=dict, description="Client data, stored and echoed back untouched."
+        default_factory=dict,
+        description="Client data, stored and echoed back untouched. As in the original "
+        "design, `system_prompt`, `model_name` and `config_name` here configure the agent "
+        "when the field of that name is absent; both given, they must agree.",
     )
     parent_id: uuid.UUID | None = None
     context_id: str | None = Field(default=None, min_length=1, max_length=200)
