@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from taskservice.states import TaskState
 
@@ -95,10 +95,22 @@ class TaskEvent:
     created_at: datetime
 
 
+CountMode = Literal["exact", "estimate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Total:
+    """How many rows a list matches, when asked (`db.counts`)."""
+
+    value: int | None
+    note: str | None = None  # why there is no value, or what kind of value it is
+
+
 @dataclass(frozen=True, slots=True)
 class TaskPage:
     tasks: list[Task]
     next_cursor: str | None
+    total: Total | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import math
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Literal
 
 from taskservice import jsonvalues
 from taskservice.agent_options import AgentOptions, effective
@@ -29,6 +29,7 @@ from taskservice.follow import TaskFollower, Update, moved_to
 from taskservice.ids import decode_cursor, encode_cursor, parse_uuid
 from taskservice.models import (
     AgentSpec,
+    CountMode,
     EventFilter,
     EventPage,
     NewTask,
@@ -36,6 +37,7 @@ from taskservice.models import (
     TaskEvent,
     TaskFilter,
     TaskPage,
+    Total,
 )
 from taskservice.settings import Settings
 from taskservice.states import TaskState
@@ -296,15 +298,22 @@ class TaskService:
         filter: TaskFilter,
         cursor: str | None = None,
         limit: int | None = None,
+        count: CountMode | None = None,
     ) -> TaskPage:
-        size = min(limit or self.settings.default_page_size, self.settings.max_page_size)
+        """A page, newest first; with `count`, how many tasks the filter matches."""
+        size = self.page_size(limit)
         before = decode_cursor(cursor) if cursor else None
         rows = await self.store.list_tasks(
             tenant=tenant, filter=filter, before_id=before, limit=size + 1
         )
         more = len(rows) > size
         page = rows[:size]
-        return TaskPage(tasks=page, next_cursor=encode_cursor(page[-1].id) if more else None)
+        total = None
+        if count is not None:
+            total = await self.store.count_tasks(
+                tenant=tenant, filter=filter, mode=count, timeout_ms=self.settings.count_timeout_ms
+            )
+        return TaskPage(page, encode_cursor(page[-1].id) if more else None, total)
 
     async def cancel(self, *, tenant: str, task_id: str, reason: str | None = None) -> Task:
         """Cancel a pending, running or input_required task.
@@ -386,20 +395,42 @@ class TaskService:
         )
 
     async def messages(
-        self, *, tenant: str, task_id: str, after: int = -1, limit: int | None = None
-    ) -> tuple[list[Row], int | None]:
+        self,
+        *,
+        tenant: str,
+        task_id: str,
+        after: int = -1,
+        limit: int | None = None,
+        count: CountMode | None = None,
+    ) -> tuple[list[Row], int | None, Total | None]:
         task = await self.get(tenant=tenant, task_id=task_id)
         size = self.page_size(limit)
         rows = await self.ledger.messages(task.id, after=after, limit=size)
-        return rows, rows[-1]["position"] if len(rows) == size else None
+        next_after = rows[-1]["position"] if len(rows) == size else None
+        return rows, next_after, await self._count_steps("messages", task.id, count)
 
     async def calls(
-        self, *, tenant: str, task_id: str, after: int = 0, limit: int | None = None
-    ) -> tuple[list[Row], int | None]:
+        self,
+        *,
+        tenant: str,
+        task_id: str,
+        after: int = 0,
+        limit: int | None = None,
+        count: CountMode | None = None,
+    ) -> tuple[list[Row], int | None, Total | None]:
         task = await self.get(tenant=tenant, task_id=task_id)
         size = self.page_size(limit)
         rows = await self.ledger.calls(task.id, after=after, limit=size)
-        return rows, rows[-1]["id"] if len(rows) == size else None
+        next_after = rows[-1]["id"] if len(rows) == size else None
+        return rows, next_after, await self._count_steps("calls", task.id, count)
+
+    async def _count_steps(
+        self, table: Literal["messages", "calls"], task_id: uuid.UUID, mode: CountMode | None
+    ) -> Total | None:
+        if mode is None:
+            return None
+        timeout = self.settings.count_timeout_ms
+        return await self.ledger.count(table, task_id, mode=mode, timeout_ms=timeout)
 
     def page_size(self, limit: int | None) -> int:
         return min(limit or self.settings.default_page_size, self.settings.max_page_size)

@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     max_metadata_bytes: int = 16_384
     max_page_size: int = 200
     default_page_size: int = 50
+    # `?count=exact` gives up past this (the total is then null, with a note).
+    count_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
 
     # Observation.
     max_wait_seconds: float = 60.0  # cap on GET /v1/tasks/{id}?wait=

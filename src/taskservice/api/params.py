@@ -5,8 +5,9 @@ takes: an out-of-range value is a 422 before anything runs (and before a stream'
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
+from fastapi import Query
 from pydantic import AfterValidator
 
 INT32_MAX = 2**31 - 1  # integer columns: a task's event seq, a message's position
@@ -24,3 +25,13 @@ def _representable(value: datetime) -> datetime:
 
 
 Timestamp = Annotated[datetime, AfterValidator(_representable)]
+
+Count = Annotated[
+    Literal["exact", "estimate"] | None,
+    Query(
+        description="Also answer `total`, the rows the filters match (whatever the cursor): "
+        "`exact` counts them, under a time limit (past it `total` is null and "
+        "`total_note` says why); `estimate` is the planner's estimate, read no rows. "
+        "Without it, no count is made."
+    ),
+]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskservice.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.db.webhook_deliveries import Delivery
 from taskservice.db.webhook_subscriptions import Subscription
-from taskservice.models import TaskEvent
+from taskservice.models import TaskEvent, Total
 from taskservice.states import TaskState
 from taskservice.views import TaskOut
 from taskservice.webhooks.subscriptions import DEFAULT_STATES, WebhookRequest
@@ -270,7 +270,26 @@ class TaskCreated(TaskOut):
     )
 
 
-class TaskList(BaseModel):
+class Counted(BaseModel):
+    """A page that can say how many rows its list has in all (`?count=`)."""
+
+    total: int | None = Field(
+        default=None,
+        description="With `count`: the rows the filters match, on every page alike; "
+        "null without `count`, or when an exact count ran out of time.",
+    )
+    total_note: str | None = Field(
+        default=None,
+        description="`estimate` for an estimate; why `total` is null after a timeout.",
+    )
+
+    def counted(self, total: Total | None) -> Self:
+        if total is not None:
+            self.total, self.total_note = total.value, total.note
+        return self
+
+
+class TaskList(Counted):
     tasks: list[TaskOut]
     next_cursor: str | None = Field(
         description="Pass as `cursor` for the next (older) page; null on the last page."
@@ -312,7 +331,7 @@ class MessageOut(BaseModel):
     created_at: datetime
 
 
-class MessagePage(BaseModel):
+class MessagePage(Counted):
     messages: list[MessageOut]
     next_after: int | None
 
@@ -331,7 +350,7 @@ class CallOut(BaseModel):
     finished_at: datetime | None = None
 
 
-class CallPage(BaseModel):
+class CallPage(Counted):
     calls: list[CallOut]
     next_after: int | None
 

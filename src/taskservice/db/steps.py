@@ -12,16 +12,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.types import BigInteger, Integer, Text
 
+from taskservice.db.counts import count
 from taskservice.db.eventlog import NEXT_SEQ, append_events
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import tasks
-from taskservice.models import Lease
+from taskservice.models import CountMode, Lease, Total
 from taskservice.states import TaskState, check_transition
 
 _FENCED_TASK = """
@@ -340,3 +341,21 @@ class LedgerStore:
         (one parent, or any). Their wait call returns the subtasks' outcomes."""
         rows = await self.db.fetch(_RESUME_PARENTS, {"p_parent": parent_id})
         return len(rows)
+
+    async def count(
+        self,
+        table: Literal["messages", "calls"],
+        task_id: uuid.UUID,
+        *,
+        mode: CountMode,
+        timeout_ms: int,
+    ) -> Total:
+        """How many messages or tool calls a task has (what their pages go through)."""
+        return await count(
+            self.db,
+            mode,
+            from_where=f"FROM task_{table} WHERE task_id = :task_id",
+            binds=(("task_id", UUID(as_uuid=True)),),
+            params={"task_id": task_id},
+            timeout_ms=timeout_ms,
+        )

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from taskservice.api import streams
 from taskservice.api.deps import Caller, Reader, get_caller
 from taskservice.api.errors import problem_responses
-from taskservice.api.params import INT32_MAX, INT64_MAX, Timestamp
+from taskservice.api.params import INT32_MAX, INT64_MAX, Count, Timestamp
 from taskservice.api.schemas import (
     CallOut,
     CallPage,
@@ -136,6 +136,7 @@ async def list_tasks(
     created_before: Timestamp | None = None,
     cursor: str | None = None,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
+    count: Count = None,
 ) -> TaskList:
     page = await caller.service.list_tasks(
         tenant=caller.tenant,
@@ -148,8 +149,10 @@ async def list_tasks(
         ),
         cursor=cursor,
         limit=limit,
+        count=count,
     )
-    return TaskList(tasks=[TaskOut.of(t) for t in page.tasks], next_cursor=page.next_cursor)
+    tasks = [TaskOut.of(t) for t in page.tasks]
+    return TaskList(tasks=tasks, next_cursor=page.next_cursor).counted(page.total)
 
 
 @router.get(
@@ -273,11 +276,13 @@ async def list_task_messages(
         int, Query(ge=-1, le=INT32_MAX, description="Messages with position > after.")
     ] = -1,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
+    count: Count = None,
 ) -> MessagePage:
-    rows, next_after = await caller.service.messages(
-        tenant=caller.tenant, task_id=task_id, after=after, limit=limit
+    rows, next_after, total = await caller.service.messages(
+        tenant=caller.tenant, task_id=task_id, after=after, limit=limit, count=count
     )
-    return MessagePage(messages=[MessageOut(**dict(r)) for r in rows], next_after=next_after)
+    page = MessagePage(messages=[MessageOut(**dict(r)) for r in rows], next_after=next_after)
+    return page.counted(total)
 
 
 @router.get(
@@ -292,8 +297,9 @@ async def list_task_calls(
     caller: Caller,
     after: Annotated[int, Query(ge=0, le=INT64_MAX, description="Calls with id > after.")] = 0,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
+    count: Count = None,
 ) -> CallPage:
-    rows, next_after = await caller.service.calls(
-        tenant=caller.tenant, task_id=task_id, after=after, limit=limit
+    rows, next_after, total = await caller.service.calls(
+        tenant=caller.tenant, task_id=task_id, after=after, limit=limit, count=count
     )
-    return CallPage(calls=[CallOut(**dict(r)) for r in rows], next_after=next_after)
+    return CallPage(calls=[CallOut(**dict(r)) for r in rows], next_after=next_after).counted(total)
