@@ -16,14 +16,14 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
-from taskservice import jsonvalues
 from taskservice.agent_options import AgentOptions, effective
 from taskservice.agents import AgentCatalog
+from taskservice.content import canonical, check_new_task, field_json
 from taskservice.db.eventlog import EventLog
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
-from taskservice.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
+from taskservice.errors import Conflict, InvalidRequest, NotFound
 from taskservice.events import TaskWatchers
 from taskservice.follow import TaskFollower, Update, moved_to
 from taskservice.ids import decode_cursor, encode_cursor, parse_uuid
@@ -46,34 +46,6 @@ from taskservice.webhooks.subscriptions import Prepared, WebhookRequest, Webhook
 # A cancel re-reads and retries when the task moved under it; the state machine has
 # few enough states that a handful of rounds always settles.
 _CANCEL_ROUNDS = 8
-
-
-def _canonical(value: Any) -> str:
-    return jsonvalues.encode(value, sort_keys=True)
-
-
-_NUL_MESSAGE = "text must not contain NUL (\\u0000) characters"
-
-
-def _field_json(name: str, value: Any) -> str:
-    """`value` canonically encoded, or a 422 saying where in field `name` it cannot be
-    stored."""
-    try:
-        return _canonical(value)
-    except jsonvalues.JsonRefused as exc:
-        raise jsonvalues.JsonRefused(
-            exc.reason, (name, *exc.path), kind=exc.kind, field=name, **exc.extensions
-        ) from None
-
-
-def _check_input(input: Any) -> None:
-    """What every transport may give a task as input (REST, A2A, the client): text
-    that is not empty, or a JSON object."""
-    if isinstance(input, str):
-        if not input:
-            raise InvalidRequest("input must not be empty", field="input")
-    elif not isinstance(input, dict):
-        raise InvalidRequest("input must be text or a JSON object", field="input")
 
 
 def _settles(state: TaskState | None) -> bool:
@@ -136,7 +108,7 @@ class TaskService:
         options = effective(AgentOptions(system_prompt, model, agent), metadata)
         system_prompt, model, agent = options.system_prompt, options.model, options.agent
         texts = (system_prompt, agent, model, context_id, idempotency_key)
-        input_json, metadata_json = self._check_content(input, metadata, texts)
+        input_json, metadata_json = check_new_task(input, metadata, texts, self.settings)
         spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)
         if parent_id is not None and await self.store.get(parent_id, tenant=tenant) is None:
             raise InvalidRequest(f"parent task {parent_id} does not exist", field="parent_id")
@@ -161,7 +133,7 @@ class TaskService:
                 request["webhooks"] = [
                     {"url": w.url, "states": sorted(w.states), "secret": w.secret} for w in webhooks
                 ]
-            request_hash = hashlib.sha256(_canonical(request).encode()).hexdigest()
+            request_hash = hashlib.sha256(canonical(request).encode()).hexdigest()
         new = NewTask(
             tenant=tenant,
             input=input,
@@ -185,7 +157,7 @@ class TaskService:
         submit; it inherits the parent's tenant, agent, context and limits. One subtask
         per tool call: a call executed again (a resumed run) gets the same child."""
         metadata = {"spawned_by": {"task_id": str(parent.id), "tool_call_id": call_id}}
-        self._check_content(input, metadata, (system_prompt,))
+        check_new_task(input, metadata, (system_prompt,), self.settings)
         agent = parent.agent
         if system_prompt:
             agent = AgentSpec(agent.profile, agent.model, system_prompt)
@@ -202,20 +174,6 @@ class TaskService:
         )
         task, _ = await self._create(new)
         return task
-
-    def _check_content(
-        self, input: Any, metadata: dict[str, Any], texts: Sequence[str | None]
-    ) -> tuple[str, str]:
-        """What any new task must satisfy, however it is submitted: input and metadata
-        that can be stored and are within the limits, texts without NUL. Returns the
-        input and metadata encoded (once: for the limits and the checks alike)."""
-        _check_input(input)
-        input_json, metadata_json = _field_json("input", input), _field_json("metadata", metadata)
-        if any(text and "\x00" in text for text in texts):
-            raise InvalidRequest(_NUL_MESSAGE)
-        self._check_size("input", input_json, self.settings.max_input_bytes)
-        self._check_size("metadata", metadata_json, self.settings.max_metadata_bytes)
-        return input_json, metadata_json
 
     async def _create(self, new: NewTask, *, also: AlsoWrite | None = None) -> tuple[Task, bool]:
         task, created = await self.store.create(new, also=also)
@@ -234,15 +192,6 @@ class TaskService:
             await webhooks.insert_for_task(conn, tenant=tenant, task_id=task_id, prepared=prepared)
 
         return subscribe
-
-    def _check_size(self, name: str, encoded: str, limit: int) -> None:
-        size = len(encoded.encode())
-        if size > limit:
-            raise PayloadTooLarge(
-                f"{name} is {size} bytes encoded as JSON; the limit is {limit}",
-                field=name,
-                limit=limit,
-            )
 
     async def get(self, *, tenant: str, task_id: str | uuid.UUID) -> Task:
         parsed = task_id if isinstance(task_id, uuid.UUID) else parse_uuid(task_id)
@@ -322,7 +271,7 @@ class TaskService:
         The state is written at once, with every live task below it, and their open
         tool calls are closed; a worker running one of them learns of it and stops.
         """
-        _field_json("reason", reason)
+        field_json("reason", reason)
         for _ in range(_CANCEL_ROUNDS):
             task = await self.get(tenant=tenant, task_id=task_id)
             if task.state is TaskState.CANCELLED:
@@ -372,7 +321,7 @@ class TaskService:
         assert answers is not None
         if set(answers) != set(asked):
             raise InvalidRequest("answers must answer exactly the questions asked", questions=asked)
-        _field_json("answers", answers)
+        field_json("answers", answers)
         answered = await self.store.provide_input(task.id, tenant=tenant, answers=answers)
         if answered is None:  # it moved on meanwhile (cancelled, answered by someone else)
             current = await self.get(tenant=tenant, task_id=task_id)

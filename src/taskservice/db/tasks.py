@@ -18,14 +18,15 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import BindParameter, Integer, Text, bindparam, func, select, text
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 from taskservice.db.counts import count
 from taskservice.db.eventlog import NEXT_SEQ, STATE_CHANGE, append_events
 from taskservice.db.rows import pending_task, task_from_row
-from taskservice.db.sql import Database, Row, Statement, text_statement
+from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.submits import SubmitBatcher, create_many
 from taskservice.db.tables import tasks
+from taskservice.db.task_pages import count_query, filter_params, list_statement, shape
 from taskservice.ids import uuid7
 from taskservice.models import (
     CountMode,
@@ -59,73 +60,6 @@ _GET_MANY = Statement(
 _GET_SCOPED = Statement(
     select(tasks).where(tasks.c.id == bindparam("id"), tasks.c.tenant == bindparam("tenant"))
 )
-
-
-_UUID = UUID(as_uuid=True)
-_FILTER_BINDS: dict[str, Any] = {
-    "tenant": Text(),
-    "parent_id": _UUID,
-    "context_id": Text(),
-    "created_after": TIMESTAMP(timezone=True),
-    "created_before": TIMESTAMP(timezone=True),
-    "before_id": _UUID,
-    "limit": Integer(),
-}
-
-
-def _filters(parent: bool, context: bool, after: bool, before: bool) -> list[str]:
-    """A tenant's tasks, filtered (the conditions a page and its count share)."""
-    conditions = ["tenant = :tenant"]
-    if parent:
-        conditions.append("parent_id = :parent_id")
-    if context:
-        conditions.append("context_id = :context_id")
-    if after:
-        conditions.append("created_at >= :created_after")
-    if before:
-        conditions.append("created_at < :created_before")
-    return conditions
-
-
-def _state_literal(state: str) -> str:
-    return f"'{TaskState(state).value}'"  # a known state only: safe to inline
-
-
-def _binds(sql: str) -> tuple[tuple[str, Any], ...]:
-    return tuple((name, kind) for name, kind in _FILTER_BINDS.items() if f":{name}" in sql)
-
-
-@lru_cache(maxsize=256)
-def _list_statement(
-    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool, cursor: bool
-) -> Statement:
-    """Newest first. With states, one ordered scan of `(tenant, state, id)` per state,
-    merged (Merge Append): each reads at most a page, whatever the share of those
-    states, and the states are inlined so a generic plan still knows them."""
-    conditions = _filters(parent, context, after, before)
-    if cursor:
-        conditions.append("id < :before_id")
-    where = " AND ".join(conditions)
-    if not states:
-        sql = f"SELECT * FROM tasks WHERE {where} ORDER BY id DESC LIMIT :limit"
-    else:
-        branches = [
-            f"(SELECT * FROM tasks WHERE {where} AND state = {_state_literal(state)} "
-            "ORDER BY id DESC LIMIT :limit)"
-            for state in states
-        ]
-        sql = f"SELECT * FROM ({' UNION ALL '.join(branches)}) page ORDER BY id DESC LIMIT :limit"
-    return text_statement(sql, **dict(_binds(sql)))
-
-
-def _count_query(
-    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool
-) -> tuple[str, tuple[tuple[str, Any], ...]]:
-    conditions = _filters(parent, context, after, before)
-    if states:
-        conditions.append(f"state IN ({', '.join(_state_literal(s) for s in states)})")
-    from_where = f"FROM tasks WHERE {' AND '.join(conditions)}"
-    return from_where, _binds(from_where)
 
 
 @lru_cache(maxsize=128)
@@ -234,26 +168,6 @@ def _lease_params(lease: Lease | None) -> dict[str, Any]:
     return {"p_owner": lease.owner, "p_attempt": lease.attempt} if lease else {}
 
 
-def _shape(filter: TaskFilter) -> tuple[tuple[str, ...], bool, bool, bool, bool]:
-    return (
-        tuple(sorted(s.value for s in filter.states)),
-        filter.parent_id is not None,
-        filter.context_id is not None,
-        filter.created_after is not None,
-        filter.created_before is not None,
-    )
-
-
-def _filter_params(tenant: str, filter: TaskFilter) -> dict[str, Any]:
-    return {
-        "tenant": tenant,
-        "parent_id": filter.parent_id,
-        "context_id": filter.context_id,
-        "created_after": filter.created_after,
-        "created_before": filter.created_before,
-    }
-
-
 class TaskStore:
     def __init__(self, db: Database) -> None:
         # Writes are single statements, so they run without BEGIN/COMMIT round trips
@@ -322,21 +236,21 @@ class TaskStore:
     ) -> list[Task]:
         """Newest first. `before_id` is the keyset cursor: ids are time-ordered, so
         rows inserted while a client pages land before its cursor, never after."""
-        statement = _list_statement(*_shape(filter), before_id is not None)
-        params = _filter_params(tenant, filter) | {"before_id": before_id, "limit": limit}
+        statement = list_statement(*shape(filter), before_id is not None)
+        params = filter_params(tenant, filter) | {"before_id": before_id, "limit": limit}
         return [task_from_row(row) for row in await self.db.fetch(statement, params)]
 
     async def count_tasks(
         self, *, tenant: str, filter: TaskFilter, mode: CountMode, timeout_ms: int
     ) -> Total:
         """How many tasks `list_tasks` pages through with this filter (any cursor)."""
-        from_where, binds = _count_query(*_shape(filter))
+        from_where, binds = count_query(*shape(filter))
         return await count(
             self.db,
             mode,
             from_where=from_where,
             binds=binds,
-            params=_filter_params(tenant, filter),
+            params=filter_params(tenant, filter),
             timeout_ms=timeout_ms,
         )
 

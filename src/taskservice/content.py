@@ -1,0 +1,62 @@
+"""What a task's content must be to be stored, however it arrives (REST, A2A, the
+client, a running agent's subtask): input that is text or a JSON object, JSON the
+database can store and read back, within the size limits, texts without NUL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from taskservice import jsonvalues
+from taskservice.errors import InvalidRequest, PayloadTooLarge
+from taskservice.settings import Settings
+
+_NUL_MESSAGE = "text must not contain NUL (\\u0000) characters"
+
+
+def canonical(value: Any) -> str:
+    """`value` encoded with sorted keys: equal values, equal text (request hashes)."""
+    return jsonvalues.encode(value, sort_keys=True)
+
+
+def field_json(name: str, value: Any) -> str:
+    """`value` canonically encoded, or a 422 saying where in field `name` it cannot be
+    stored."""
+    try:
+        return canonical(value)
+    except jsonvalues.JsonRefused as exc:
+        raise jsonvalues.JsonRefused(
+            exc.reason, (name, *exc.path), kind=exc.kind, field=name, **exc.extensions
+        ) from None
+
+
+def _check_input(input: Any) -> None:
+    if isinstance(input, str):
+        if not input:
+            raise InvalidRequest("input must not be empty", field="input")
+    elif not isinstance(input, dict):
+        raise InvalidRequest("input must be text or a JSON object", field="input")
+
+
+def _check_size(name: str, encoded: str, limit: int) -> None:
+    size = len(encoded.encode())
+    if size > limit:
+        raise PayloadTooLarge(
+            f"{name} is {size} bytes encoded as JSON; the limit is {limit}",
+            field=name,
+            limit=limit,
+        )
+
+
+def check_new_task(
+    input: Any, metadata: dict[str, Any], texts: Sequence[str | None], settings: Settings
+) -> tuple[str, str]:
+    """What any new task must satisfy. Returns the input and metadata encoded (once:
+    for the limits and the checks alike)."""
+    _check_input(input)
+    input_json, metadata_json = field_json("input", input), field_json("metadata", metadata)
+    if any(text and "\x00" in text for text in texts):
+        raise InvalidRequest(_NUL_MESSAGE)
+    _check_size("input", input_json, settings.max_input_bytes)
+    _check_size("metadata", metadata_json, settings.max_metadata_bytes)
+    return input_json, metadata_json

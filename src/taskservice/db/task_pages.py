@@ -1,0 +1,105 @@
+"""Pages of a tenant's tasks (`GET /v1/tasks`) and their counts: the statements,
+built once per shape of filter.
+
+A state filter pages through one ordered scan of `(tenant, state, id)` per state,
+merged (Merge Append): each reads at most a page, whatever the share of those states
+among the tenant's tasks. The states are inlined (a known state only), so the
+generic plan a prepared statement ends up on still knows them: with `state =
+ANY($2)` it scanned the primary key backwards through every finished task.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Integer, Text
+from sqlalchemy.dialects.postgresql import TIMESTAMP, UUID
+
+from taskservice.db.sql import Statement, text_statement
+from taskservice.models import TaskFilter
+from taskservice.states import TaskState
+
+_UUID = UUID(as_uuid=True)
+_FILTER_BINDS: dict[str, Any] = {
+    "tenant": Text(),
+    "parent_id": _UUID,
+    "context_id": Text(),
+    "created_after": TIMESTAMP(timezone=True),
+    "created_before": TIMESTAMP(timezone=True),
+    "before_id": _UUID,
+    "limit": Integer(),
+}
+
+
+def _filters(parent: bool, context: bool, after: bool, before: bool) -> list[str]:
+    """A tenant's tasks, filtered (the conditions a page and its count share)."""
+    conditions = ["tenant = :tenant"]
+    if parent:
+        conditions.append("parent_id = :parent_id")
+    if context:
+        conditions.append("context_id = :context_id")
+    if after:
+        conditions.append("created_at >= :created_after")
+    if before:
+        conditions.append("created_at < :created_before")
+    return conditions
+
+
+def _state_literal(state: str) -> str:
+    return f"'{TaskState(state).value}'"  # a known state only: safe to inline
+
+
+def _binds(sql: str) -> tuple[tuple[str, Any], ...]:
+    return tuple((name, kind) for name, kind in _FILTER_BINDS.items() if f":{name}" in sql)
+
+
+@lru_cache(maxsize=256)
+def list_statement(
+    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool, cursor: bool
+) -> Statement:
+    """Newest first, `:limit` of them, older than `:before_id` with a cursor."""
+    conditions = _filters(parent, context, after, before)
+    if cursor:
+        conditions.append("id < :before_id")
+    where = " AND ".join(conditions)
+    if not states:
+        sql = f"SELECT * FROM tasks WHERE {where} ORDER BY id DESC LIMIT :limit"
+    else:
+        branches = [
+            f"(SELECT * FROM tasks WHERE {where} AND state = {_state_literal(state)} "
+            "ORDER BY id DESC LIMIT :limit)"
+            for state in states
+        ]
+        sql = f"SELECT * FROM ({' UNION ALL '.join(branches)}) page ORDER BY id DESC LIMIT :limit"
+    return text_statement(sql, **dict(_binds(sql)))
+
+
+def count_query(
+    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool
+) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    conditions = _filters(parent, context, after, before)
+    if states:
+        conditions.append(f"state IN ({', '.join(_state_literal(s) for s in states)})")
+    from_where = f"FROM tasks WHERE {' AND '.join(conditions)}"
+    return from_where, _binds(from_where)
+
+
+def shape(filter: TaskFilter) -> tuple[tuple[str, ...], bool, bool, bool, bool]:
+    return (
+        tuple(sorted(s.value for s in filter.states)),
+        filter.parent_id is not None,
+        filter.context_id is not None,
+        filter.created_after is not None,
+        filter.created_before is not None,
+    )
+
+
+def filter_params(tenant: str, filter: TaskFilter) -> dict[str, Any]:
+    return {
+        "tenant": tenant,
+        "parent_id": filter.parent_id,
+        "context_id": filter.context_id,
+        "created_after": filter.created_after,
+        "created_before": filter.created_before,
+    }
