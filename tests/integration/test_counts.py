@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -85,8 +87,19 @@ async def test_an_exact_count_past_its_time_limit_answers_null_with_the_reason(
 
 
 async def test_message_and_call_lists_count_too(make_client: ClientFactory) -> None:
-    async with make_client(workers_enabled=True) as client:
-        task = (await client.post("/v1/tasks", json={"input": "hello"})).json()
+    async def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(isinstance(m, ModelResponse) for m in messages)
+        if turn < 2:  # two tool calls, then the answer
+            call = ToolCallPart("report_progress", {"percent": 50 * (turn + 1)}, f"p{turn}")
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart("done")])
+
+    async with make_client(
+        models={"stepper": FunctionModel(play)},
+        default_tools=["report_progress"],
+        workers_enabled=True,
+    ) as client:
+        task = (await client.post("/v1/tasks", json={"input": "hello", "model": "stepper"})).json()
         for _ in range(200):
             current = (await client.get(f"/v1/tasks/{task['id']}", params={"wait": 5})).json()
             if current["state"] == "completed":
@@ -98,8 +111,8 @@ async def test_message_and_call_lists_count_too(make_client: ClientFactory) -> N
             await client.get(f"/v1/tasks/{task['id']}/calls", params={"count": "exact"})
         ).json()
     assert current["state"] == "completed"
-    assert messages["total"] == len(messages["messages"]) >= 2
-    assert calls["total"] == len(calls["calls"])
+    assert messages["total"] == len(messages["messages"]) == 6  # 3 requests, 3 responses
+    assert calls["total"] == len(calls["calls"]) == 2
 
 
 def _nodes(plan: dict[str, Any]) -> list[tuple[str, int]]:

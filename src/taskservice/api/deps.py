@@ -16,7 +16,6 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 
-from taskservice.agents import AgentCatalog
 from taskservice.errors import NotFound, Unauthorized
 from taskservice.events import Watermark
 from taskservice.ids import parse_uuid
@@ -79,10 +78,6 @@ class CallerContext:
     @property
     def watermark(self) -> Watermark:
         return self.runtime.watermark
-
-    @property
-    def catalog(self) -> AgentCatalog:
-        return self.runtime.catalog
 
     async def authorized(self) -> bool:
         """Whether the caller's key still holds: streams outlive their request and
