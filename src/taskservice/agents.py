@@ -9,39 +9,46 @@ models go to that OpenAI-compatible server. `offline` is a deterministic model t
 needs no API key, so the service works out of the box; `offline:<seconds>` answers
 after a delay.
 
-Tools report to the worker through `RunHooks` (the run's `deps`), which records
-every call in the step ledger.
+Tools (`tools`) report to the worker through `RunHooks` (the run's `deps`), which
+records every call in the step ledger. The OpenAI-compatible provider's retries
+become `log` lines of the run that made the request (`ModelRequestLog`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import os
 import tomllib
-from collections.abc import Awaitable, Callable, Mapping
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import httpx2
-from pydantic_ai import Agent, RunContext, Tool
-from pydantic_ai.exceptions import CallDeferred, ModelRetry, ToolFailed
+from pydantic_ai import Agent, Tool
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from taskservice.errors import DatabaseUnavailable, InvalidRequest, ServiceError
+from taskservice.errors import InvalidRequest
 from taskservice.models import AgentSpec
 from taskservice.settings import OFFLINE_MODEL, Settings
+from taskservice.tools import (
+    BUILTIN_TOOLS,
+    CURRENT_RUN,
+    LogLevel,
+    RunHooks,
+    ToolFunction,
+    ledgered,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PROFILE = "default"
-ASK_USER = "ask_user"
 _OFFLINE_ECHO_CHARS = 200
 _AGENT_CACHE_SIZE = 256  # built agents kept, per distinct (profile, model, prompt)
 # Environment variables that make a hosted provider usable.
@@ -52,107 +59,6 @@ Output = Literal["text", "json"]
 
 class ProfileError(ValueError):
     """The agent profiles file is invalid (found at start-up)."""
-
-
-class RunHooks(Protocol):
-    """What a running agent reports to its worker (the run's `deps`)."""
-
-    async def tool_started(self, call_id: str, name: str, arguments: Any) -> None: ...
-
-    async def tool_finished(
-        self,
-        call_id: str,
-        name: str,
-        arguments: Any,
-        *,
-        result: Any = None,
-        error: str | None = None,
-    ) -> None: ...
-
-    async def tool_deferred(self, call_id: str, name: str, arguments: Any) -> None: ...
-
-    async def progress(self, percent: float, note: str) -> None: ...
-
-    async def spawn(self, call_id: str, input: str, system_prompt: str | None) -> str: ...
-
-    async def subtasks(self) -> list[dict[str, Any]] | None:
-        """The subtasks' outcomes when all have finished; None while some run."""
-        ...
-
-
-# -- built-in tools ----------------------------------------------------------------
-
-
-async def report_progress(ctx: RunContext[RunHooks], percent: float, note: str = "") -> str:
-    """Report how far along the task is, from 0 to 100, with a short note."""
-    if not 0 <= percent <= 100:
-        raise ModelRetry("percent must be between 0 and 100")
-    await ctx.deps.progress(percent, note)
-    return "progress recorded"
-
-
-async def ask_user(ctx: RunContext[RunHooks], question: str) -> str:
-    """Ask the person who submitted the task a question. The task waits for the answer."""
-    raise CallDeferred(metadata={"question": question}, kind="question")
-
-
-async def spawn_subtask(
-    ctx: RunContext[RunHooks], input: str, system_prompt: str | None = None
-) -> str:
-    """Start a subtask that works on `input` in parallel; returns its task id. Use
-    wait_for_subtasks to collect the results."""
-    try:
-        return await ctx.deps.spawn(ctx.tool_call_id or "", input, system_prompt)
-    except ServiceError as exc:  # refused as any submit would be: the model can fix it
-        if isinstance(exc, DatabaseUnavailable):
-            raise
-        raise ModelRetry(f"the subtask was refused: {exc.detail}") from None
-
-
-async def wait_for_subtasks(ctx: RunContext[RunHooks]) -> list[dict[str, Any]]:
-    """Wait until every subtask has finished; returns each one's state and result."""
-    outcomes = await ctx.deps.subtasks()
-    if outcomes is None:
-        # Park: the run ends here and frees its worker; it resumes with the
-        # outcomes as this call's result when the last subtask finishes.
-        raise CallDeferred(metadata={"waiting_for": "subtasks"}, kind="external")
-    return outcomes
-
-
-ToolFunction = Callable[..., Awaitable[Any]]
-WAIT_FOR_SUBTASKS = "wait_for_subtasks"
-BUILTIN_TOOLS: dict[str, ToolFunction] = {
-    "report_progress": report_progress,
-    ASK_USER: ask_user,
-    "spawn_subtask": spawn_subtask,
-    WAIT_FOR_SUBTASKS: wait_for_subtasks,
-}
-
-
-def _ledgered(name: str, function: ToolFunction) -> ToolFunction:
-    """Record a tool call's start and end in the ledger around the tool itself."""
-
-    @functools.wraps(function)
-    async def run(ctx: RunContext[RunHooks], **arguments: Any) -> Any:
-        call_id = ctx.tool_call_id or ""
-        await ctx.deps.tool_started(call_id, name, arguments)
-        try:
-            result = await function(ctx, **arguments)
-        except CallDeferred:
-            await ctx.deps.tool_deferred(call_id, name, arguments)
-            raise  # answered from outside (input)
-        except (ModelRetry, ToolFailed) as exc:
-            await ctx.deps.tool_finished(call_id, name, arguments, error=str(exc))
-            raise
-        except Exception as exc:
-            await ctx.deps.tool_finished(
-                call_id, name, arguments, error=f"{type(exc).__name__}: {exc}"
-            )
-            raise
-        await ctx.deps.tool_finished(call_id, name, arguments, result=result)
-        return result
-
-    return run
 
 
 # -- the offline model -------------------------------------------------------------
@@ -202,6 +108,71 @@ def _offline_delay(name: str) -> float | None:
     except ValueError:
         return None
     return delay if 0 <= delay <= 3600 else None
+
+
+# -- the model client's retries ------------------------------------------------------
+
+_MODEL_RETRIES = 2  # the OpenAI SDK's own default, made explicit
+# What the OpenAI SDK (and other Stainless-made SDKs) retry, unless told not to.
+_RETRIED_STATUSES = frozenset({408, 409, 429})
+
+
+def _retries_taken(request: httpx2.Request) -> int:
+    try:
+        return int(request.headers.get("x-stainless-retry-count", "0"))
+    except ValueError:
+        return 0
+
+
+class ModelRequestLog:
+    """Event hooks of the model client: each retry of a model request becomes a
+    `log` line of the run that made it (`tools.CURRENT_RUN`). A retried answer is
+    told when it arrives, before the SDK's backoff; a request that got no answer
+    (connection error, timeout) when it is sent again."""
+
+    def __init__(self, max_retries: int) -> None:
+        self.max_retries = max_retries
+        self._told: weakref.WeakKeyDictionary[RunHooks, int] = weakref.WeakKeyDictionary()
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        run = CURRENT_RUN.get()
+        status = response.status_code
+        if run is None or not (status in _RETRIED_STATUSES or status >= 500):
+            return
+        retry = _retries_taken(response.request) + 1
+        if retry > self.max_retries or response.headers.get("x-should-retry") == "false":
+            return  # the SDK gives up: the run fails and says why
+        after = response.headers.get("retry-after")
+        wait = f" (Retry-After: {after})" if after else ""
+        self._told[run] = retry
+        await _tell(
+            run,
+            "warning",
+            f"the model provider answered HTTP {status} {response.reason_phrase}{wait}; "
+            f"retry {retry} of {self.max_retries}",
+        )
+
+    async def on_request(self, request: httpx2.Request) -> None:
+        run = CURRENT_RUN.get()
+        retry = _retries_taken(request)
+        if run is None or retry == 0 or self._told.get(run) == retry:
+            return
+        self._told[run] = retry
+        await _tell(
+            run,
+            "warning",
+            "the model request got no answer (connection error or timeout); "
+            f"retry {retry} of {self.max_retries}",
+        )
+
+
+async def _tell(run: RunHooks, level: LogLevel, message: str) -> None:
+    """A line from below the agent: never fails the model request. (A lost lease is
+    found by the run's next write; a database error costs the line only.)"""
+    try:
+        await run.log(level, message)
+    except Exception:
+        log.info("could not write a log line of the run: %s", message, exc_info=True)
 
 
 # -- profiles ----------------------------------------------------------------------
@@ -337,16 +308,27 @@ class AgentCatalog:
             return offline_model(delay)
         provider, _, model_name = name.partition(":")
         if self.settings.openai_base_url and provider in ("openai", "openai-chat"):
+            from openai import AsyncOpenAI
             from pydantic_ai.models.openai import OpenAIChatModel
             from pydantic_ai.providers.openai import OpenAIProvider
 
             api_key = self.settings.openai_api_key or os.environ.get("OPENAI_API_KEY") or "none"
             if self._http is None:
-                self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(600, connect=10))
-            compatible = OpenAIProvider(
-                base_url=self.settings.openai_base_url, api_key=api_key, http_client=self._http
+                retries = ModelRequestLog(_MODEL_RETRIES)
+                self._http = httpx2.AsyncClient(
+                    timeout=httpx2.Timeout(600, connect=10),
+                    event_hooks={
+                        "request": [retries.on_request],
+                        "response": [retries.on_response],
+                    },
+                )
+            client = AsyncOpenAI(
+                base_url=self.settings.openai_base_url,
+                api_key=api_key,
+                http_client=self._http,
+                max_retries=_MODEL_RETRIES,
             )
-            return OpenAIChatModel(model_name, provider=compatible)
+            return OpenAIChatModel(model_name, provider=OpenAIProvider(openai_client=client))
         return name  # a pydantic-ai model string, resolved (and keyed) by pydantic-ai
 
     def build(self, spec: AgentSpec) -> Agent[RunHooks, Any]:
@@ -362,7 +344,7 @@ class AgentCatalog:
             output_type=[output, DeferredToolRequests],
             deps_type=RunHooks,
             tools=[
-                Tool(_ledgered(name, self._tools[name]), takes_ctx=True, name=name)
+                Tool(ledgered(name, self._tools[name]), takes_ctx=True, name=name)
                 for name in profile.tools
             ],
         )

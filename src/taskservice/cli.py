@@ -249,7 +249,10 @@ async def _submit(client: Any, args: argparse.Namespace) -> int:
     print(f"task {task['id']} submitted", file=sys.stderr)
     async for event in client.stream(task["id"]):
         data = event["data"]
-        detail = data.get("to") or data.get("note") or data.get("name") or ""
+        if event["type"] == "log":
+            detail = f"{data['level']}: {data['message']}"
+        else:
+            detail = data.get("to") or data.get("note") or data.get("name") or ""
         print(f"{event['seq']:>4}  {event['type']:<13} {detail}", file=sys.stderr)
     final = await client.get(task["id"])
     if final["state"] == "completed":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from taskservice.states import TaskState
@@ -83,6 +84,23 @@ class Task:
     @property
     def lease(self) -> Lease | None:
         return Lease(self.lease_owner, self.attempt) if self.lease_owner else None
+
+
+class EventType(StrEnum):
+    """Every kind of event in a task's log, and what its `data` holds."""
+
+    STATE_CHANGE = "state_change"  # from, to; worker and attempt, cause, answered, reason
+    CLAIMED = "claimed"  # a worker took over a running task: worker, attempt
+    RELEASED = "released"  # a worker gave it back: worker, attempt, reason
+    RECOVERED = "recovered"  # a lost worker's lease expired: worker, attempt
+    STALLED = "stalled"  # running, but nothing recorded for a while: worker, quiet_since
+    MESSAGE = "message"  # a complete model message: position, kind, parts (previews)
+    USAGE = "usage"  # tokens and requests so far: input_tokens, output_tokens, requests
+    TOOL_CALL = "tool_call"  # a tool call started: tool_call_id, name, status, arguments
+    TOOL_RESULT = "tool_result"  # it ended: tool_call_id, name, status, result or error
+    PROGRESS = "progress"  # the agent's report_progress: percent, note
+    LOG = "log"  # a line to read: level (debug, info, warning, error), message; dropped
+    WEBHOOK_DISABLED = "webhook_disabled"  # a failing webhook was disabled
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.agents import AgentCatalog, ToolFunction, load_plugins
+from taskservice.agents import AgentCatalog, load_plugins
 from taskservice.auth import Authenticator
 from taskservice.db import migrate
 from taskservice.db.embedded import start_embedded
@@ -33,6 +33,7 @@ from taskservice.message_router import MessageRouter
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.tokens import StreamTokens
+from taskservice.tools import ToolFunction
 from taskservice.webhooks.dispatcher import Dispatcher
 from taskservice.webhooks.subscriptions import WebhookService
 from taskservice.worker.executor import Executor
@@ -91,8 +92,11 @@ class Runtime:
             db = await stack.enter_async_context(Database(url, pool_size=settings.db_pool_size))
             store = TaskStore(db)
             event_log = EventLog(db)
+            ledger = LedgerStore(
+                db, log_cap=settings.max_log_lines, log_chars=settings.max_log_chars
+            )
             # First, so that a process that lives only briefly still reaps.
-            reaper = Reaper(leases=LeaseStore(db), ledger=LedgerStore(db), settings=settings)
+            reaper = Reaper(leases=LeaseStore(db), ledger=ledger, settings=settings)
             reaper.start()
             stack.push_async_callback(reaper.stop)
             keys = ApiKeyStore(engine)
@@ -136,7 +140,7 @@ class Runtime:
             service = TaskService(
                 store=store,
                 log=event_log,
-                ledger=LedgerStore(db),
+                ledger=ledger,
                 catalog=catalog,
                 settings=settings,
                 watchers=watchers,
@@ -148,7 +152,7 @@ class Runtime:
                 pool = WorkerPool(
                     service=service,
                     leases=LeaseStore(db),
-                    ledger=LedgerStore(db),
+                    ledger=ledger,
                     executor=Executor(catalog),
                     hub=hub,
                     settings=settings,

@@ -286,6 +286,9 @@ class TaskService:
             )
             if cancelled is not None:
                 if cancelled.parent_id is not None:  # a parked parent may now resume
+                    await self.ledger.subtask_finished(
+                        cancelled.parent_id, cancelled.id, cancelled.state, cancelled.cancel_reason
+                    )
                     await self.ledger.resume_parents(parent_id=cancelled.parent_id)
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
@@ -385,9 +388,15 @@ class TaskService:
         return min(limit or self.settings.default_page_size, self.settings.max_page_size)
 
     async def events(
-        self, *, tenant: str, task_id: str, after: int = 0, limit: int | None = None
+        self,
+        *,
+        tenant: str,
+        task_id: str,
+        after: int = 0,
+        limit: int | None = None,
+        types: frozenset[str] = frozenset(),
     ) -> EventPage:
         task = await self.get(tenant=tenant, task_id=task_id)
         size = min(limit or self.settings.default_page_size, self.settings.max_page_size)
-        events = await self.log.page(task.id, after=after, limit=size)
+        events = await self.log.page(task.id, after=after, limit=size, types=types)
         return EventPage(events, events[-1].seq if len(events) == size else None)

@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     reap_interval: float = 5.0  # seconds between reaper passes (jittered)
     task_timeout_seconds: float = 600.0  # per attempt, unless the task sets its own
     stall_seconds: float = 120.0  # a running task quiet this long gets a `stalled` event
+    # `log` events: lines kept per task (then one saying the rest were dropped; 0:
+    # none), and characters per line (longer ones are cut, with "…").
+    max_log_lines: int = Field(default=200, ge=0, le=100_000)
+    max_log_chars: int = Field(default=2000, ge=80, le=100_000)
     shutdown_grace_seconds: float = 20.0  # for runs to finish before they are released
 
     # Webhooks.

@@ -78,3 +78,25 @@ def asks_for_a_colour() -> FunctionModel:
         return ModelResponse(parts=[TextPart(f"painted {replies[-1]}")])
 
     return FunctionModel(answer)
+
+
+async def log_lines(client: Any, task_id: str) -> list[tuple[str, str]]:
+    """A task's `log` lines as (level, message), read through the `type` filter."""
+    response = await client.get(f"/v1/tasks/{task_id}/events", params={"type": "log", "limit": 200})
+    assert response.status_code == 200, response.text
+    events = response.json()["events"]
+    assert {event["type"] for event in events} <= {"log"}
+    return [(event["data"]["level"], event["data"]["message"]) for event in events]
+
+
+# Settings that take a dead worker's task back within about a second.
+QUICK_RECOVERY: dict[str, Any] = {"lease_seconds": 0.6, "reap_interval": 0.1, "poll_interval": 0.2}
+
+
+def worker_dies(client: Any, task_id: str) -> str:
+    """The in-process worker running `task_id` dies as after kill -9: its run stops,
+    its lease is no longer renewed, and it writes nothing more. Returns its id."""
+    pool = client.app.state.runtime.pool
+    pool.heartbeat.drop(uuid.UUID(task_id))
+    pool._runs[uuid.UUID(task_id)].cancel()
+    return str(pool.worker_id)

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice.agents import ProfileError
 from taskservice.db.steps import LedgerStore
 from tests.conftest import ClientFactory, wait_for
+from tests.integration.helpers import QUICK_RECOVERY, worker_dies
 
 
 async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
@@ -304,18 +305,11 @@ async def test_a_task_resumes_after_its_worker_died_between_two_tool_calls(
         tools={"count": count, "hang": hang},
         default_tools=["count", "hang"],
         workers_enabled=True,
-        lease_seconds=0.6,
-        reap_interval=0.1,
-        poll_interval=0.2,
+        **QUICK_RECOVERY,
     ) as client:
         task = (await client.post("/v1/tasks", json={"input": "go", "model": "scripted"})).json()
         await asyncio.wait_for(hanging.wait(), 10)
-        # The worker dies: its run stops and its lease is no longer renewed, and it
-        # writes nothing more (as after kill -9).
-        pool = client.app.state.runtime.pool  # type: ignore[attr-defined]
-        task_id = uuid.UUID(task["id"])
-        pool.heartbeat.drop(task_id)
-        pool._runs[task_id].cancel()
+        worker_dies(client, task["id"])
         done = await until_state(client, task["id"], "completed", "failed")
     assert done["state"] == "completed", done
     assert done["attempt"] == 2

@@ -118,7 +118,8 @@ async def test_an_expired_lease_is_recovered_and_claimed_again_with_a_new_attemp
     await new_task(store)
     [task] = await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
     await expire(db, task.id)
-    assert await leases.reap() == (1, 0)
+    recovered, failed = await leases.reap()
+    assert (recovered, failed) == (1, [])
     recovered = await store.get(task.id)
     assert recovered is not None
     assert (recovered.state, recovered.lease_owner) == (TaskState.RUNNING, None)
@@ -146,7 +147,8 @@ async def test_an_expired_lease_on_the_last_attempt_fails_the_task_saying_why(
     await new_task(store, max_attempts=1)
     [task] = await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
     await expire(db, task.id)
-    assert await leases.reap() == (0, 1)
+    recovered, exhausted = await leases.reap()
+    assert (recovered, [row["id"] for row in exhausted]) == (0, [task.id])
     failed = await store.get(task.id)
     assert failed is not None
     assert failed.state is TaskState.FAILED
@@ -170,7 +172,7 @@ async def test_the_reaper_never_touches_finished_or_renewed_tasks(
         done.id, source=TaskState.RUNNING, target=TaskState.COMPLETED, lease=done.lease
     )
     await leases.heartbeat(owner="w", leases=[(renewed.id, 1)], lease_seconds=30)
-    assert await leases.reap() == (0, 0)
+    assert await leases.reap() == (0, [])
     assert (await store.get(done.id)).state is TaskState.COMPLETED  # type: ignore[union-attr]
     assert (await store.get(renewed.id)).lease_owner == "w"  # type: ignore[union-attr]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic_ai.models import override_allow_model_requests
 
 from tests.conftest import ClientFactory, wait_for
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.integration.helpers import log_lines
 
 MODEL = "openai-chat:fake-gpt"
 
@@ -76,9 +78,15 @@ async def test_rate_limits_are_retried_then_the_task_completes(
     async with make_client(**provider_settings(fake)) as client:
         task = (await client.post("/v1/tasks", json={"input": "x", "model": MODEL})).json()
         done = await until_state(client, task["id"], "completed", "failed")
+        lines = await log_lines(client, task["id"])
     assert done["state"] == "completed", done
     assert done["result"] == "made it"
     assert len(fake.requests) == 3
+    # Each retry is a line of the run, told before the SDK waits to send it again.
+    assert [(level, message) for level, message in lines] == [
+        ("warning", "the model provider answered HTTP 429 Too Many Requests; retry 1 of 2"),
+        ("warning", "the model provider answered HTTP 429 Too Many Requests; retry 2 of 2"),
+    ]
 
 
 async def test_a_provider_that_keeps_failing_fails_the_task_with_its_status(
@@ -92,7 +100,34 @@ async def test_a_provider_that_keeps_failing_fails_the_task_with_its_status(
     assert done["error"]["type"] == "model_http_error"
     assert done["error"]["status_code"] == 500
     assert "HTTP 500" in done["error"]["message"]
-    assert 2 <= len(fake.requests) <= 5  # retried within limits, then gave up
+    assert len(fake.requests) == 3  # retried twice, then gave up
+
+
+async def test_a_provider_that_cannot_be_reached_is_retried_and_each_retry_is_a_line(
+    make_client: ClientFactory,
+) -> None:
+    with socket.socket() as sock:  # a port on loopback that nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    settings = {
+        "workers_enabled": True,
+        "openai_base_url": closed,
+        "openai_api_key": "sk-test",
+        "allowed_models": ["offline", MODEL],
+    }
+    with override_allow_model_requests(True):
+        async with make_client(**settings) as client:
+            task = (await client.post("/v1/tasks", json={"input": "x", "model": MODEL})).json()
+            done = await until_state(client, task["id"], "completed", "failed")
+            lines = await log_lines(client, task["id"])
+    assert done["error"]["type"] == "model_unavailable"
+    assert lines == [
+        (
+            "warning",
+            f"the model request got no answer (connection error or timeout); retry {n} of 2",
+        )
+        for n in (1, 2)
+    ]
 
 
 async def test_a_slow_provider_hits_the_task_timeout(
@@ -106,7 +141,9 @@ async def test_a_slow_provider_hits_the_task_timeout(
             )
         ).json()
         done = await until_state(client, task["id"], "completed", "failed")
+        lines = await log_lines(client, task["id"])
     assert done["error"]["type"] == "timeout"
+    assert lines == [("error", "the run exceeded its timeout of 0.5 s; the run was stopped")]
 
 
 async def test_the_fake_server_streams_chunks_like_the_real_api(fake: FakeOpenAI) -> None:

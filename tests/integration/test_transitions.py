@@ -91,7 +91,9 @@ async def test_fifty_cancel_versus_complete_races_each_end_in_exactly_one_termin
     service = TaskService(
         store=store,
         log=EventLog(store.db),
-        ledger=LedgerStore(store.db),
+        ledger=LedgerStore(
+            store.db, log_cap=settings.max_log_lines, log_chars=settings.max_log_chars
+        ),
         catalog=AgentCatalog(settings),
         settings=settings,
     )

@@ -13,7 +13,6 @@ from pydantic_ai.models import Model
 from starlette.types import Receive, Scope, Send
 
 from taskservice import __version__
-from taskservice.agents import ToolFunction
 from taskservice.api import errors
 from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
@@ -21,6 +20,7 @@ from taskservice.api.routes import a2a, agents, firehose, health, messages, task
 from taskservice.api.sse import StreamGate, run_streams_after_routing
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
+from taskservice.tools import ToolFunction
 
 DESCRIPTION = """\
 Run LLM sub-agents as durable tasks. Submit a task, then poll it, read its event log,

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from taskservice.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.db.webhook_deliveries import Delivery
 from taskservice.db.webhook_subscriptions import Subscription
-from taskservice.models import TaskEvent, Total
+from taskservice.models import EventType, TaskEvent, Total
 from taskservice.states import TaskState
 from taskservice.views import TaskOut
 from taskservice.webhooks.subscriptions import DEFAULT_STATES, WebhookRequest
@@ -300,7 +300,16 @@ class EventOut(BaseModel):
     id: int = Field(description="Global event id (increasing across all tasks).")
     task_id: uuid.UUID
     seq: int = Field(description="Position in this task's event log: 1, 2, 3 … without gaps.")
-    type: str
+    type: EventType = Field(
+        description="What happened; `data` holds, by type: `state_change` from, to (and "
+        "worker, attempt, cause, answered or reason); `claimed`, `released`, `recovered` "
+        "worker, attempt (and reason); `stalled` worker, quiet_since; `message` position, "
+        "kind, parts; `usage` input_tokens, output_tokens, requests; `tool_call` and "
+        "`tool_result` tool_call_id, name, status, arguments or result or error; "
+        "`progress` percent, note; `log` level (debug, info, warning, error), message "
+        "(and `dropped: true` on the line saying the task reached its limit of lines); "
+        "`webhook_disabled` the webhook and why."
+    )
     data: dict[str, Any]
     created_at: datetime
 
@@ -310,7 +319,7 @@ class EventOut(BaseModel):
             id=event.id,
             task_id=event.task_id,
             seq=event.seq,
-            type=event.type,
+            type=EventType(event.type),
             data=event.data,
             created_at=event.created_at,
         )

@@ -45,10 +45,11 @@ def event_stream(
 
 
 async def task_events(
-    caller: CallerContext, task_id: uuid.UUID, *, after: int
+    caller: CallerContext, task_id: uuid.UUID, *, after: int, types: frozenset[str] = frozenset()
 ) -> AsyncIterator[ServerSentEvent]:
-    """A task's SSE stream: the snapshot, then each event (`id` = its seq), with
-    keep-alives while idle, until the terminal event (see `follow`)."""
+    """A task's SSE stream: the snapshot, then each event (`id` = its seq; only of
+    `types`, if any), with keep-alives while idle, until the terminal event (see
+    `follow`)."""
     settings = caller.settings
     follow = caller.service.follow(
         tenant=caller.tenant,
@@ -67,7 +68,7 @@ async def task_events(
                     event="snapshot",
                     retry=settings.stream_retry_ms,
                 )
-            else:
+            elif not types or update.type in types:
                 yield ServerSentEvent(
                     data=EventOut.of(update).model_dump_json(),
                     event=update.type,

@@ -15,8 +15,9 @@ from), and a tenant's firehose by the global `id`, never past the watermark (see
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
-from sqlalchemy import BigInteger, Integer, Text, bindparam, select, text
+from sqlalchemy import ARRAY, BigInteger, Integer, Text, any_, bindparam, select, text
 from sqlalchemy.dialects.postgresql import UUID
 
 from taskservice.db.sql import Database, Row, Statement
@@ -24,6 +25,7 @@ from taskservice.db.tables import task_events
 from taskservice.models import EventFilter, TaskEvent
 
 STATE_CHANGE = "state_change"
+LOG = "log"
 # In the SET clause of the UPDATE that changes a task: the number of its next event.
 NEXT_SEQ = "event_seq = tasks.event_seq + 1"
 
@@ -37,6 +39,72 @@ def append_events(*, type: str, data: str, seq: str = "t.event_seq", source: str
 SELECT t.id, t.tenant, {seq}, {type}, {data}
 FROM {source}
 RETURNING task_id"""
+
+
+# What a batch of events keeps (`x` numbers the batch's log lines 1, 2, … as `line`;
+# `before` is how many lines the task was offered until then): every event that is
+# not a log line, log lines up to the cap, and one more that says the rest were
+# dropped (none at all with a cap of 0).
+def _kept(before: str) -> str:
+    return f"(x.ev ->> 'type' <> '{LOG}' OR {before} + x.line <= :p_log_cap + least(:p_log_cap, 1))"
+
+
+_LINES_IN_BATCH = f"(SELECT count(*) FROM x WHERE x.ev ->> 'type' = '{LOG}')"
+
+
+def event_batch(*, where: str, changes: str = "") -> str:
+    """The CTEs `x` and `t` that add the events of the JSON array `:p_events` ({type,
+    data}, in order) to the one task matching `where`, with the SET `changes` (each
+    followed by a comma), for `batch_events` to insert. `log` lines beyond
+    `:p_log_cap` per task are dropped: the task's `log_lines` counts every line
+    offered, under the row lock every such write takes, so the cap holds whoever
+    writes. `t` returns id, tenant, event_seq, attempt and `lines_before`."""
+    return f"""
+x AS (
+    SELECT e.ev, e.ord,
+           count(*) FILTER (WHERE e.ev ->> 'type' = '{LOG}') OVER (ORDER BY e.ord) AS line
+    FROM jsonb_array_elements(:p_events) WITH ORDINALITY AS e(ev, ord)
+),
+t AS (
+    UPDATE tasks SET
+        event_seq = tasks.event_seq + (SELECT count(*) FROM x WHERE {_kept("tasks.log_lines")}),
+        log_lines = tasks.log_lines + {_LINES_IN_BATCH},
+        {changes} updated_at = now()
+    WHERE {where}
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt,
+              tasks.log_lines - {_LINES_IN_BATCH} AS lines_before
+)"""
+
+
+_DROPPED = """jsonb_build_object(
+    'level', 'warning', 'dropped', true,
+    'message', 'this task reached its limit of ' || :p_log_cap
+               || ' log lines; later lines are dropped')"""
+
+# The events `event_batch` keeps, numbered on from the task's previous event_seq.
+BATCH_EVENTS = f"""
+k AS (
+    SELECT x.ev, x.line, row_number() OVER (ORDER BY x.ord) AS n, count(*) OVER () AS kept
+    FROM t, x WHERE {_kept("t.lines_before")}
+),
+e AS (
+{
+    append_events(
+        seq="t.event_seq - k.kept + k.n",
+        type="k.ev ->> 'type'",
+        data=f"CASE WHEN k.ev ->> 'type' = '{LOG}' AND t.lines_before + k.line > :p_log_cap "
+        f"THEN {_DROPPED} ELSE k.ev -> 'data' END",
+        source="t, k",
+    )
+}
+)"""
+
+
+def log_event(level: str, message: str, *, max_chars: int) -> dict[str, Any]:
+    """A `log` event for a batch (`event_batch`), its message cut to `max_chars`."""
+    if len(message) > max_chars:
+        message = message[: max_chars - 1] + "…"
+    return {"type": LOG, "data": {"level": level, "message": message}}
 
 
 def event_from_row(row: Row) -> TaskEvent:
@@ -53,6 +121,16 @@ def event_from_row(row: Row) -> TaskEvent:
 _PAGE = Statement(
     select(task_events)
     .where(task_events.c.task_id == bindparam("task_id"), task_events.c.seq > bindparam("after"))
+    .order_by(task_events.c.seq)
+    .limit(bindparam("limit"))
+)
+_PAGE_OF_TYPES = Statement(
+    select(task_events)
+    .where(
+        task_events.c.task_id == bindparam("task_id"),
+        task_events.c.seq > bindparam("after"),
+        task_events.c.type == any_(bindparam("types", type_=ARRAY(Text))),
+    )
     .order_by(task_events.c.seq)
     .limit(bindparam("limit"))
 )
@@ -91,9 +169,15 @@ class EventLog:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def page(self, task_id: uuid.UUID, *, after: int, limit: int) -> list[TaskEvent]:
-        """A task's events with seq > `after`, in order."""
-        rows = await self.db.fetch(_PAGE, {"task_id": task_id, "after": after, "limit": limit})
+    async def page(
+        self, task_id: uuid.UUID, *, after: int, limit: int, types: frozenset[str] = frozenset()
+    ) -> list[TaskEvent]:
+        """A task's events with seq > `after`, in order (only of `types`, if any)."""
+        params: dict[str, Any] = {"task_id": task_id, "after": after, "limit": limit}
+        if types:
+            rows = await self.db.fetch(_PAGE_OF_TYPES, params | {"types": sorted(types)})
+        else:
+            rows = await self.db.fetch(_PAGE, params)
         return [event_from_row(row) for row in rows]
 
     async def firehose(

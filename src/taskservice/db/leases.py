@@ -21,7 +21,7 @@ from sqlalchemy.types import Float, Integer, Interval, Text
 
 from taskservice.db.eventlog import NEXT_SEQ, append_events
 from taskservice.db.rows import task_from_row
-from taskservice.db.sql import Database, Statement
+from taskservice.db.sql import Database, Row, Statement
 from taskservice.models import Lease, Task
 
 
@@ -204,9 +204,13 @@ WITH t AS (
           WHERE {_EXPIRED.format(op=">=")}
           ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
     WHERE tasks.id = x.id AND {_EXPIRED_RECHECK}
-    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner
-)
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner,
+              tasks.parent_id, tasks.error
+),
+e AS (
 {_EXHAUSTED_EVENT}
+)
+SELECT t.id, t.parent_id, t.error FROM t
 """).bindparams(bindparam("p_limit", type_=Integer))
 )
 
@@ -308,12 +312,12 @@ class LeaseStore:
         }
         return bool(await self.db.fetch(_RELEASE, params))
 
-    async def reap(self, *, limit: int = REAP_BATCH) -> tuple[int, int]:
+    async def reap(self, *, limit: int = REAP_BATCH) -> tuple[int, list[Row]]:
         """Re-offer tasks whose lease expired; fail those on their last attempt.
-        Returns (recovered, failed)."""
+        Returns how many were recovered, and the failed tasks (id, parent_id, error)."""
         recovered = await self.db.fetch(_RECOVER, {"p_limit": limit})
         failed = await self.db.fetch(_EXHAUST, {"p_limit": limit})
-        return len(recovered), len(failed)
+        return len(recovered), failed
 
     async def next_expiry(self) -> float | None:
         """Seconds until the earliest lease expires (negative if one already has)."""

@@ -2,7 +2,8 @@
 on their subtasks' calls, resumed when the last one finishes.
 
 Every worker write here is one statement fenced on the task's lease: the task row is
-updated first (`event_seq` grows by the number of events), and the message, calls
+updated first (`event_seq` grows by the number of events it keeps: `log` lines past
+the per-task cap are dropped, see `eventlog.event_batch`), and the message, calls
 and events are inserted from that row, so a worker that lost its task writes
 nothing at all.
 """
@@ -19,54 +20,43 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.types import BigInteger, Integer, Text
 
 from taskservice.db.counts import count
-from taskservice.db.eventlog import NEXT_SEQ, append_events
+from taskservice.db.eventlog import (
+    BATCH_EVENTS,
+    NEXT_SEQ,
+    append_events,
+    event_batch,
+    log_event,
+)
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import tasks
 from taskservice.models import CountMode, Lease, Total
 from taskservice.states import TaskState, check_transition
 
-_FENCED_TASK = """
-t AS (
-    UPDATE tasks SET event_seq = tasks.event_seq + jsonb_array_length(:p_events),
-                     usage = coalesce(:p_usage, tasks.usage),
-                     updated_at = now()
-    WHERE id = :p_id AND state = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt
-    RETURNING id, tenant, event_seq, attempt
-)"""
+_FENCE = "id = :p_id AND state = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt"
+_FENCED_TASK = event_batch(where=_FENCE, changes="usage = coalesce(:p_usage, tasks.usage),")
 
-# Several events at once: the task's event_seq grew by their number.
-_APPEND = append_events(
-    seq="t.event_seq - jsonb_array_length(:p_events) + x.ord",
-    type="x.ev ->> 'type'",
-    data="x.ev -> 'data'",
-    source="t, jsonb_array_elements(:p_events) WITH ORDINALITY AS x(ev, ord)",
-)
-_EVENTS = f"""
-e AS (
-{_APPEND}
-)"""
-
-_BINDS = (
+_EVENT_BINDS = (bindparam("p_events", type_=JSONB), bindparam("p_log_cap", type_=Integer))
+_FENCE_BINDS = (
     bindparam("p_id", type_=UUID(as_uuid=True)),
     bindparam("p_owner", type_=Text),
     bindparam("p_attempt", type_=Integer),
-    bindparam("p_events", type_=JSONB),
-    bindparam("p_usage", type_=JSONB),
+    *_EVENT_BINDS,
 )
+_BINDS = (*_FENCE_BINDS, bindparam("p_usage", type_=JSONB))
 
 # Complete model messages and the tool calls they ask for (as `pending`).
 _MESSAGES_AND_CALLS = """
 m AS (
     INSERT INTO task_messages (task_id, position, kind, message, attempt)
-    SELECT t.id, (x.m ->> 'position')::int, x.m ->> 'kind', x.m -> 'message', t.attempt
-    FROM t, jsonb_array_elements(:p_messages) AS x(m)
+    SELECT t.id, (j.m ->> 'position')::int, j.m ->> 'kind', j.m -> 'message', t.attempt
+    FROM t, jsonb_array_elements(:p_messages) AS j(m)
     RETURNING task_id
 ),
 c AS (
     INSERT INTO task_calls (task_id, tool_call_id, name, arguments, status, attempt)
-    SELECT t.id, x.call ->> 'id', x.call ->> 'name', coalesce(x.call -> 'arguments', '{}'),
+    SELECT t.id, j.call ->> 'id', j.call ->> 'name', coalesce(j.call -> 'arguments', '{}'),
            'pending', t.attempt
-    FROM t, jsonb_array_elements(:p_calls) AS x(call)
+    FROM t, jsonb_array_elements(:p_calls) AS j(call)
     ON CONFLICT (task_id, tool_call_id) DO NOTHING
     RETURNING task_id
 )"""
@@ -76,7 +66,7 @@ _MESSAGE_BINDS = (bindparam("p_messages", type_=JSONB), bindparam("p_calls", typ
 # Messages, the tool calls they ask for, their events.
 _APPEND_MESSAGES = Statement(
     text(
-        f"WITH {_FENCED_TASK}, {_MESSAGES_AND_CALLS}, {_EVENTS} SELECT count(*) AS n FROM t"
+        f"WITH {_FENCED_TASK}, {_MESSAGES_AND_CALLS}, {BATCH_EVENTS} SELECT count(*) AS n FROM t"
     ).bindparams(*_BINDS, *_MESSAGE_BINDS)
 )
 
@@ -87,30 +77,32 @@ def _finish_statement(target: TaskState, value_keys: tuple[str, ...]) -> Stateme
     leaves `running` for `target` (with `value_keys` set), the last messages and
     their calls are inserted, and the events (the state change last) follow them.
     One round trip and one commit instead of two."""
-    changes = [f"{key} = :v_{key}" for key in value_keys]
+    changes = [f"state = '{target.value}'", *(f"{key} = :v_{key}" for key in value_keys)]
     if target.is_terminal:
         changes.append("finished_at = now()")
     if target.is_terminal or target is TaskState.INPUT_REQUIRED:
         changes += ["lease_owner = NULL", "lease_expires_at = NULL"]  # nobody owns it now
-    fenced = f"""
-t AS (
-    UPDATE tasks SET state = '{target.value}',
-                     event_seq = tasks.event_seq + jsonb_array_length(:p_events),
-                     updated_at = now(), {", ".join(changes)}
-    WHERE id = :p_id AND state = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt
-    RETURNING id, tenant, event_seq, attempt
-)"""
+    fenced = event_batch(where=_FENCE, changes="".join(f"{change}, " for change in changes))
     binds = [bindparam(f"v_{key}", type_=tasks.c[key].type) for key in value_keys]
     return Statement(
         text(
-            f"WITH {fenced}, {_MESSAGES_AND_CALLS}, {_EVENTS} SELECT count(*) AS n FROM t"
-        ).bindparams(*_BINDS[:4], *_MESSAGE_BINDS, *binds)
+            f"WITH {fenced}, {_MESSAGES_AND_CALLS}, {BATCH_EVENTS} SELECT count(*) AS n FROM t"
+        ).bindparams(*_FENCE_BINDS, *_MESSAGE_BINDS, *binds)
     )
 
 
 # Events alone (progress, log).
 _APPEND_EVENTS = Statement(
-    text(f"WITH {_FENCED_TASK}, {_EVENTS} SELECT count(*) AS n FROM t").bindparams(*_BINDS)
+    text(f"WITH {_FENCED_TASK}, {BATCH_EVENTS} SELECT count(*) AS n FROM t").bindparams(*_BINDS)
+)
+
+# Events for a task whoever holds it, as long as it is not finished (a subtask's
+# news for its parent, which may be running elsewhere or parked).
+_LIVE = "id = :p_id AND state NOT IN ('completed', 'failed', 'cancelled')"
+_APPEND_TO_LIVE = Statement(
+    text(f"WITH {event_batch(where=_LIVE)}, {BATCH_EVENTS} SELECT count(*) AS n FROM t").bindparams(
+        bindparam("p_id", type_=UUID(as_uuid=True)), *_EVENT_BINDS
+    )
 )
 
 # A tool call changes status (in_progress, completed, failed), with its event.
@@ -134,7 +126,7 @@ c AS (
         finished_at = excluded.finished_at
     RETURNING task_id
 ),
-{_EVENTS}
+{BATCH_EVENTS}
 SELECT count(*) AS n FROM t
 """).bindparams(
         *_BINDS,
@@ -174,6 +166,16 @@ _CHILDREN = Statement(
     text(
         "SELECT id, state, result, error FROM tasks WHERE parent_id = :p_id ORDER BY id"
     ).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)))
+)
+
+# Why a task is claimed again: the last event before its claim (seq :p_seq) that
+# gave the task back (a lease that expired, a release, input or subtasks arriving).
+_RESUME_CAUSE = Statement(
+    text("""
+SELECT type, data FROM task_events
+WHERE task_id = :p_id AND seq < :p_seq AND type IN ('recovered', 'released', 'state_change')
+ORDER BY seq DESC LIMIT 1
+""").bindparams(bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("p_seq", type_=Integer))
 )
 
 _ALL_CALLS = Statement(
@@ -229,8 +231,13 @@ calls AS (
 
 
 class LedgerStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, log_cap: int, log_chars: int) -> None:
         self.db = db
+        self.log_cap = log_cap  # `log` lines kept per task (see eventlog.event_batch)
+        self.log_chars = log_chars
+
+    def log_event(self, level: str, message: str) -> dict[str, Any]:
+        return log_event(level, message, max_chars=self.log_chars)
 
     def _fence(
         self,
@@ -244,6 +251,7 @@ class LedgerStore:
             "p_owner": lease.owner,
             "p_attempt": lease.attempt,
             "p_events": list(events),
+            "p_log_cap": self.log_cap,
             "p_usage": usage,
         }
 
@@ -297,6 +305,24 @@ class LedgerStore:
     ) -> bool:
         return await self._written(_APPEND_EVENTS, self._fence(task_id, lease, events, None))
 
+    async def append_to_live(self, task_id: uuid.UUID, events: Sequence[dict[str, Any]]) -> bool:
+        """Append events to a task that has not finished, whoever runs it. False: it
+        has finished (or does not exist), and nothing was written."""
+        params = {"p_id": task_id, "p_events": list(events), "p_log_cap": self.log_cap}
+        return await self._written(_APPEND_TO_LIVE, params)
+
+    async def subtask_finished(
+        self, parent_id: uuid.UUID, child_id: uuid.UUID, state: TaskState, error: Any
+    ) -> bool:
+        """Tell a parent that has not finished, in a `log` line, how a subtask ended."""
+        if state is TaskState.COMPLETED:
+            line = self.log_event("info", f"subtask {child_id} completed")
+        else:
+            why = error.get("message") if isinstance(error, dict) else error
+            tail = f": {why}" if why else ""
+            line = self.log_event("warning", f"subtask {child_id} {state.value}{tail}")
+        return await self.append_to_live(parent_id, [line])
+
     async def update_call(
         self,
         task_id: uuid.UUID,
@@ -328,6 +354,10 @@ class LedgerStore:
 
     async def all_messages(self, task_id: uuid.UUID) -> list[Row]:
         return await self.messages(task_id, after=-1, limit=1_000_000)
+
+    async def resume_cause(self, task_id: uuid.UUID, *, claim_seq: int) -> Row | None:
+        """The event that gave the task back before the claim numbered `claim_seq`."""
+        return await self.db.fetchrow(_RESUME_CAUSE, {"p_id": task_id, "p_seq": claim_seq})
 
     async def children(self, task_id: uuid.UUID) -> list[Row]:
         return await self.db.fetch(_CHILDREN, {"p_id": task_id})

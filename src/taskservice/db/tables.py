@@ -71,6 +71,9 @@ tasks = Table(
     # Last event sequence number; bumped by the same UPDATE that writes an event, so
     # sequences per task have no gaps and need no extra lock.
     Column("event_seq", Integer, nullable=False, server_default=text("0")),
+    # `log` lines offered so far, written or not: at most settings.max_log_lines are
+    # kept, then one saying the rest were dropped (db/eventlog.capped_events).
+    Column("log_lines", Integer, nullable=False, server_default=text("0")),
     _created(),
     Column("updated_at", TZ, nullable=False, server_default=func.now()),
     Column("started_at", TZ),

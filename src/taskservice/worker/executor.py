@@ -22,8 +22,9 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
 
-from taskservice.agents import ASK_USER, WAIT_FOR_SUBTASKS, AgentCatalog
+from taskservice.agents import AgentCatalog
 from taskservice.models import Task
+from taskservice.tools import ASK_USER, WAIT_FOR_SUBTASKS, current_run
 from taskservice.worker.ledger import RunLedger
 
 log = logging.getLogger(__name__)
@@ -108,24 +109,29 @@ class Executor:
             return Failed(failure_of(exc), ledger.usage)
         history, settled = await ledger.resume_state()
         try:
-            async with agent.iter(
-                None if history else prompt_of(task),
-                message_history=history or None,
-                deferred_tool_results=settled,
-                deps=ledger,
-                usage_limits=UsageLimits(request_limit=profile.request_limit),
-            ) as run:
-                try:
-                    async for _step in run:
-                        await ledger.sync(run.all_messages(), run.usage)
-                except (AgentRunError, UserError):
-                    # What the run said before it failed is recorded too. (Not when
-                    # cancelled or the lease is lost: then nothing may be written.)
+            with current_run(ledger):
+                async with agent.iter(
+                    None if history else prompt_of(task),
+                    message_history=history or None,
+                    deferred_tool_results=settled,
+                    deps=ledger,
+                    usage_limits=UsageLimits(request_limit=profile.request_limit),
+                ) as run:
+                    try:
+                        async for _step in run:
+                            await ledger.sync(run.all_messages(), run.usage)
+                    except (AgentRunError, UserError):
+                        # What the run said before it failed is recorded too. (Not
+                        # when cancelled or the lease is lost: then nothing may be
+                        # written.)
+                        await ledger.sync(run.all_messages(), run.usage, final=True)
+                        raise
                     await ledger.sync(run.all_messages(), run.usage, final=True)
-                    raise
-                await ledger.sync(run.all_messages(), run.usage, final=True)
-                result = run.result
+                    result = run.result
         except (AgentRunError, UserError) as exc:
+            if isinstance(exc, UsageLimitExceeded):
+                limit = profile.request_limit
+                ledger.stage_log("error", f"the run reached its limit of {limit} model requests")
             return Failed(failure_of(exc), ledger.usage)
         assert result is not None
         output = result.output

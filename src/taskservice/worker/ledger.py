@@ -26,11 +26,12 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolResults
 
-from taskservice.agents import RunHooks
+from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.models import Lease, Task
 from taskservice.service import TaskService
 from taskservice.states import TaskState
+from taskservice.tools import ASK_USER, LogLevel, RunHooks
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,42 @@ def _merge(
     if staged is None:
         return rows
     return {key: staged[key] + rows[key] for key in rows}
+
+
+# How a released task was given back (`released` events' `reason`).
+_RELEASED_BECAUSE = {
+    "shutdown": "it was shutting down",
+    "outcome_unwritten": "it could not record the outcome",
+}
+
+
+def _resumed(attempt: int, cause: Row | None, messages: int) -> tuple[LogLevel, str]:
+    """The `log` line of a resumed attempt: from what, and why (`cause`: the event
+    that gave the task back before this claim)."""
+    line = (
+        f"attempt {attempt} resumes the run from {messages} recorded messages"
+        if messages
+        else f"attempt {attempt} starts the run over (nothing was recorded)"
+    )
+    data: dict[str, Any] = cause["data"] if cause is not None else {}
+    kind = cause["type"] if cause is not None else None
+    if kind == "recovered":
+        return "warning", (
+            f"{line}: worker {data.get('worker')} stopped renewing its lease on attempt "
+            f"{data.get('attempt')} (it stopped, hung or lost the database)"
+        )
+    if kind == "released":
+        reason = str(data.get("reason"))
+        because = _RELEASED_BECAUSE.get(reason, reason)
+        return "info", (
+            f"{line}: worker {data.get('worker')} gave it back on attempt "
+            f"{data.get('attempt')} ({because})"
+        )
+    if data.get("cause") == "subtasks_finished":
+        return "info", f"{line}: its subtasks finished"
+    if "answered" in data:
+        return "info", f"{line}: its input arrived"
+    return "info", line
 
 
 class LeaseLost(Exception):
@@ -107,7 +144,7 @@ def open_tool_calls(history: list[ModelMessage]) -> list[ToolCallPart]:
 
 
 class RunLedger(RunHooks):
-    """The worker's adapter of the `RunHooks` port (`agents.RunHooks`, what tools call):
+    """The worker's adapter of the `RunHooks` port (`tools.RunHooks`, what tools call):
     one run's ledger, written through fenced statements."""
 
     def __init__(self, store: LedgerStore, service: TaskService, task: Task, lease: Lease) -> None:
@@ -128,6 +165,8 @@ class RunLedger(RunHooks):
     # -- resume -----------------------------------------------------------------
 
     async def resume_state(self) -> tuple[list[ModelMessage], DeferredToolResults | None]:
+        """The conversation to go on from, and the settled results of the tool calls
+        its last response asked for; says in `log` lines why and how it resumes."""
         if self.task.attempt == 1 and self.task.event_seq == _FIRST_CLAIM_SEQ:
             # Its only events are its creation and this claim: no run has written a
             # message, a tool call or anything else to resume from. (Every such
@@ -136,24 +175,38 @@ class RunLedger(RunHooks):
         rows = await self.store.all_messages(self.task.id)
         history = ModelMessagesTypeAdapter.validate_python([row["message"] for row in rows])
         self.position = len(history)
+        cause = await self.store.resume_cause(self.task.id, claim_seq=self.task.event_seq)
+        lines = [_resumed(self.task.attempt, cause, len(history))]
         pending = open_tool_calls(history)
-        if not pending:
-            return history, None
-        calls = await self.store.all_calls(self.task.id)
+        calls = await self.store.all_calls(self.task.id) if pending else {}
         results: dict[str, Any] = {}
+        interrupted: list[ToolCallPart] = []
         for part in pending:
             row = calls.get(part.tool_call_id)
             status = row["status"] if row is not None else "pending"
-            if status == "completed":
-                results[part.tool_call_id] = ToolReturn(row["result"])  # type: ignore[index]
+            if row is not None and status == "completed":
+                results[part.tool_call_id] = ToolReturn(row["result"])
+                if part.tool_name == ASK_USER:
+                    question = part.args_as_dict().get("question")
+                    lines.append(("info", f"answer delivered for {question!r}: {row['result']}"))
             elif status == "in_progress":
-                await self._call(
-                    part.tool_call_id, part.tool_name, part.args, "failed", error=INTERRUPTED
-                )
+                interrupted.append(part)
                 results[part.tool_call_id] = ToolFailed(INTERRUPTED)
-            elif status == "failed":
-                results[part.tool_call_id] = ToolFailed(row["error"] or "failed")  # type: ignore[index]
+                lines.append(
+                    (
+                        "warning",
+                        f"tool call {part.tool_name} ({part.tool_call_id}) was interrupted; "
+                        "the model is told it failed",
+                    )
+                )
+            elif row is not None and status == "failed":
+                results[part.tool_call_id] = ToolFailed(row["error"] or "failed")
             # pending: it never started, so this run executes it
+        await self._write([self.store.log_event(level, message) for level, message in lines])
+        for part in interrupted:
+            await self._call(
+                part.tool_call_id, part.tool_name, part.args, "failed", error=INTERRUPTED
+            )
         return history, DeferredToolResults(calls=results) if results else None
 
     # -- progress ---------------------------------------------------------------
@@ -285,6 +338,7 @@ class RunLedger(RunHooks):
         child = await self.service.spawn(
             self.task, call_id=call_id, input=input, system_prompt=system_prompt
         )
+        await self.log("info", f"spawned subtask {child.id}")
         return str(child.id)
 
     async def subtasks(self) -> list[dict[str, Any]] | None:
@@ -297,5 +351,17 @@ class RunLedger(RunHooks):
         ]
 
     async def progress(self, percent: float, note: str) -> None:
-        event = {"type": "progress", "data": {"percent": percent, "note": note}}
-        self._check(await self.store.append_events(self.task.id, lease=self.lease, events=[event]))
+        await self._write([{"type": "progress", "data": {"percent": percent, "note": note}}])
+
+    async def log(self, level: LogLevel, message: str) -> None:
+        await self._write([self.store.log_event(level, message)])
+
+    def stage_log(self, level: LogLevel, message: str) -> None:
+        """A `log` line written with the run's outcome (`finish`)."""
+        self.staged = _merge(
+            self.staged,
+            {"messages": [], "calls": [], "events": [self.store.log_event(level, message)]},
+        )
+
+    async def _write(self, events: list[dict[str, Any]]) -> None:
+        self._check(await self.store.append_events(self.task.id, lease=self.lease, events=events))

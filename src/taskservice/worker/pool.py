@@ -203,6 +203,7 @@ class WorkerPool:
                 return await self.executor.run(task, ledger)
         except TimeoutError:
             message = f"the run exceeded its timeout of {timeout:g} s"
+            ledger.stage_log("error", f"{message}; the run was stopped")
             return Failed({"type": "timeout", "message": message}, ledger.usage)
         except LeaseLost:
             raise
@@ -263,6 +264,7 @@ class WorkerPool:
         # Parked parents resume when their last subtask finishes; a parent that just
         # parked may find its subtasks already done.
         if target.is_terminal and task.parent_id is not None:
+            await self.ledger.subtask_finished(task.parent_id, task.id, target, values.get("error"))
             await self.ledger.resume_parents(parent_id=task.parent_id)
         elif target is TaskState.INPUT_REQUIRED:
             await self.ledger.resume_parents(parent_id=task.id)

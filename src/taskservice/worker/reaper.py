@@ -24,6 +24,7 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import LedgerStore
 from taskservice.settings import Settings
+from taskservice.states import TaskState
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,11 @@ class Reaper:
     async def pass_once(self) -> float | None:
         """One pass; returns the seconds until the next lease expires (None: none held)."""
         recovered, failed = await self.leases.reap()
+        for task in failed:
+            if task["parent_id"] is not None:
+                await self.ledger.subtask_finished(
+                    task["parent_id"], task["id"], TaskState.FAILED, task["error"]
+                )
         stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
         # Backstop for parents whose last subtask ended on another path (cancelled,
         # failed by the reaper).
@@ -60,7 +66,7 @@ class Reaper:
             log.info(
                 "reaper: %d recovered, %d failed (no attempts left), %d stalled",
                 recovered,
-                failed,
+                len(failed),
                 stalled,
             )
         return await self.leases.next_expiry()

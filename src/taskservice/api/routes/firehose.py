@@ -13,7 +13,7 @@ from taskservice.api.deps import Reader
 from taskservice.api.errors import problem_responses
 from taskservice.api.params import INT64_MAX
 from taskservice.api.sse import SSE_CONTENT
-from taskservice.models import EventFilter
+from taskservice.models import EventFilter, EventType
 from taskservice.states import TaskState
 
 router = APIRouter(prefix="/v1/events", tags=["streams"])
@@ -36,7 +36,7 @@ router = APIRouter(prefix="/v1/events", tags=["streams"])
 )
 async def stream_events(
     caller: Reader,
-    type: Annotated[list[str], Query(description="Event types (repeatable).")] = [],  # noqa: B006
+    type: Annotated[list[EventType], Query(description="Event types (repeatable).")] = [],  # noqa: B006
     state: Annotated[
         list[TaskState], Query(description="Only state changes into these states.")
     ] = [],  # noqa: B006
@@ -55,7 +55,7 @@ async def stream_events(
             tenant=caller.tenant,
             after=last_event_id if last_event_id is not None else after,
             filter=EventFilter(
-                types=frozenset(type),
+                types=frozenset(t.value for t in type),
                 states=frozenset(s.value for s in state),
                 context_id=context_id,
                 parent_id=parent_id,

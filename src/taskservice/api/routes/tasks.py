@@ -30,7 +30,7 @@ from taskservice.api.schemas import (
 )
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.errors import Forbidden
-from taskservice.models import TaskFilter
+from taskservice.models import EventType, TaskFilter
 from taskservice.states import TaskState
 from taskservice.views import TaskOut
 
@@ -208,7 +208,8 @@ async def cancel_task(
         200: {
             "description": "JSON pages, or with `Accept: text/event-stream` a live stream: "
             "a `snapshot` of the task, then every event after `Last-Event-ID` (or `after`) "
-            "with the SSE `id` set to its seq, ending after the terminal state change.",
+            "with the SSE `id` set to its seq, ending after the terminal state change "
+            "(also when `type` leaves state changes out).",
             "content": SSE_CONTENT,
         },
         **problem_responses(401, 403, 404, 422),
@@ -223,16 +224,23 @@ async def list_task_events(
         int, Query(ge=0, le=INT32_MAX, description="Return events with seq > after.")
     ] = 0,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
+    type: Annotated[
+        list[EventType], Query(description="Only events of these types (repeatable).")
+    ] = [],  # noqa: B006
     last_event_id: Annotated[
         int | None,
         Header(ge=0, le=INT32_MAX, description="SSE resumption: the last seq received."),
     ] = None,
 ) -> EventPage | Response:
+    types = frozenset(t.value for t in type)
     if "text/event-stream" in request.headers.get("accept", ""):
         task = await caller.service.get(tenant=caller.tenant, task_id=task_id)  # 404 first
         return streams.event_stream(
             streams.task_events(
-                caller, task.id, after=last_event_id if last_event_id is not None else after
+                caller,
+                task.id,
+                after=last_event_id if last_event_id is not None else after,
+                types=types,
             ),
             caller.settings,
             pings=False,  # task_events sends its own, from the watchers' shared ticker
@@ -243,7 +251,7 @@ async def list_task_events(
             "or read the JSON pages with an API key"
         )
     page = await caller.service.events(
-        tenant=caller.tenant, task_id=task_id, after=after, limit=limit
+        tenant=caller.tenant, task_id=task_id, after=after, limit=limit, types=types
     )
     return EventPage(events=[EventOut.of(e) for e in page.events], next_after=page.next_after)
 
