@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.tables import task_events, tasks
@@ -43,6 +43,15 @@ async def force_state(engine: AsyncEngine, task_id: uuid.UUID, state: TaskState)
             update(tasks)
             .where(tasks.c.id == task_id)
             .values(state=state.value, lease_owner=owner, attempt=1)
+        )
+
+
+async def expire(engine: AsyncEngine, task_id: uuid.UUID) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(tasks)
+            .where(tasks.c.id == task_id)
+            .values(lease_expires_at=text("now() - interval '1 second'"))
         )
 
 

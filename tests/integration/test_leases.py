@@ -15,21 +15,12 @@ from taskservice.db.tasks import TaskStore
 from taskservice.models import Lease
 from taskservice.states import TaskState
 from tests.conftest import ClientFactory, allow_any_state, wait_for
-from tests.integration.helpers import event_types, new_task
+from tests.integration.helpers import event_types, expire, new_task
 
 
 @pytest.fixture
 def leases(store: TaskStore) -> LeaseStore:
     return LeaseStore(store.db)
-
-
-async def expire(engine: AsyncEngine, task_id: uuid.UUID) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(
-            update(tasks)
-            .where(tasks.c.id == task_id)
-            .values(lease_expires_at=text("now() - interval '1 second'"))
-        )
 
 
 async def test_a_deep_backlog_does_not_starve_other_tenants(
@@ -118,8 +109,7 @@ async def test_an_expired_lease_is_recovered_and_claimed_again_with_a_new_attemp
     await new_task(store)
     [task] = await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
     await expire(db, task.id)
-    recovered, failed = await leases.reap()
-    assert (recovered, failed) == (1, [])
+    assert await leases.reap(log_cap=10) == (1, [])
     recovered = await store.get(task.id)
     assert recovered is not None
     assert (recovered.state, recovered.lease_owner) == (TaskState.RUNNING, None)
@@ -129,11 +119,17 @@ async def test_an_expired_lease_is_recovered_and_claimed_again_with_a_new_attemp
     assert [kind for _, kind, _ in events] == [
         "state_change",
         "state_change",
+        "log",
         "recovered",
         "claimed",
     ]
-    assert events[2][2] == {"worker": "dead-worker", "attempt": 1}
-    assert events[3][2]["attempt"] == 2
+    assert events[2][2] == {
+        "level": "warning",
+        "message": "worker dead-worker stopped renewing its lease on attempt 1 (it stopped, "
+        "hung or lost the database); the task waits for another worker",
+    }
+    assert events[3][2] == {"worker": "dead-worker", "attempt": 1}
+    assert events[4][2]["attempt"] == 2
     # The dead worker's late write is fenced out.
     late = await store.transition(
         task.id, source=TaskState.RUNNING, target=TaskState.COMPLETED, lease=task.lease
@@ -147,7 +143,7 @@ async def test_an_expired_lease_on_the_last_attempt_fails_the_task_saying_why(
     await new_task(store, max_attempts=1)
     [task] = await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
     await expire(db, task.id)
-    recovered, exhausted = await leases.reap()
+    recovered, exhausted = await leases.reap(log_cap=10)
     assert (recovered, [row["id"] for row in exhausted]) == (0, [task.id])
     failed = await store.get(task.id)
     assert failed is not None
@@ -172,7 +168,7 @@ async def test_the_reaper_never_touches_finished_or_renewed_tasks(
         done.id, source=TaskState.RUNNING, target=TaskState.COMPLETED, lease=done.lease
     )
     await leases.heartbeat(owner="w", leases=[(renewed.id, 1)], lease_seconds=30)
-    assert await leases.reap() == (0, [])
+    assert await leases.reap(log_cap=10) == (0, [])
     assert (await store.get(done.id)).state is TaskState.COMPLETED  # type: ignore[union-attr]
     assert (await store.get(renewed.id)).lease_owner == "w"  # type: ignore[union-attr]
 

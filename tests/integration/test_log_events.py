@@ -11,7 +11,7 @@ import httpx
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.leases import LeaseStore
@@ -26,6 +26,7 @@ from tests.integration.helpers import (
     QUICK_RECOVERY,
     asks_for_a_colour,
     event_types,
+    expire,
     force_state,
     log_lines,
     new_task,
@@ -83,11 +84,15 @@ async def test_a_crash_resumed_attempt_leaves_a_log_line_saying_why(
         lines = await log_lines(client, task["id"])
     assert (done["state"], done["attempt"]) == ("completed", 2)
     assert lines == [
-        (
+        (  # from the reaper, when it took the task back
             "warning",
-            "attempt 2 resumes the run from 2 recorded messages: worker "
-            f"{dead} stopped renewing its lease on attempt 1 "
-            "(it stopped, hung or lost the database)",
+            f"worker {dead} stopped renewing its lease on attempt 1 (it stopped, hung or lost "
+            "the database); the task waits for another worker",
+        ),
+        (  # from the worker that resumed it
+            "info",
+            "attempt 2 resumes the run from 2 recorded messages: the lease of worker "
+            f"{dead} on attempt 1 had expired",
         ),
         ("warning", "tool call hang (h1) was interrupted; the model is told it failed"),
     ]
@@ -252,20 +257,41 @@ async def test_a_subtask_failed_by_the_reaper_is_a_line_of_its_parent(
     leases = LeaseStore(store.db)
     [claimed] = await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
     assert claimed.id == child.id
-    async with db.begin() as conn:
-        await conn.execute(
-            text("UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = :id"),
-            {"id": child.id},
-        )
+    await expire(db, child.id)
     ledger = LedgerStore(store.db, log_cap=10, log_chars=settings.max_log_chars)
     await Reaper(leases=leases, ledger=ledger, settings=settings).pass_once()
+    events = await event_types(db, child.id)
+    assert [(kind, data.get("level"), data.get("to")) for _, kind, data in events[-2:]] == [
+        ("log", "error", None),
+        ("state_change", None, "failed"),
+    ]
+    lost = "worker dead-worker stopped renewing its lease on attempt 1 of 1; no attempts are left"
+    assert events[-2][2]["message"] == f"{lost}, so the task fails"
     lines = [data for _, kind, data in await event_types(db, parent.id) if kind == "log"]
-    assert lines == [
-        {
-            "level": "warning",
-            "message": f"subtask {child.id} failed: worker dead-worker stopped renewing its "
-            "lease on attempt 1 of 1; no attempts are left",
-        }
+    assert lines == [{"level": "warning", "message": f"subtask {child.id} failed: {lost}"}]
+
+
+async def test_the_reapers_lines_count_against_the_cap(
+    store: TaskStore, db: AsyncEngine, settings: Settings
+) -> None:
+    """A task whose lease keeps expiring: its lines stop at the cap, the one after
+    says the rest were dropped, and its events stay numbered without gaps."""
+    task = await new_task(store, max_attempts=5)
+    leases = LeaseStore(store.db)
+    for _ in range(5):
+        [claimed] = await leases.claim(owner="flaky", limit=1, lease_seconds=30)
+        assert claimed.id == task.id
+        await expire(db, task.id)
+        await leases.reap(log_cap=2)
+    events = await event_types(db, task.id)
+    assert [seq for seq, _, _ in events] == list(range(1, len(events) + 1))
+    lines = [data for _, kind, data in events if kind == "log"]
+    assert [line["level"] for line in lines] == ["warning", "warning", "warning"]
+    assert [line.get("dropped", False) for line in lines] == [False, False, True]
+    # The last attempt failed the task, its line spent: nothing but the state change.
+    assert [(kind, data.get("to")) for _, kind, data in events[-2:]] == [
+        ("claimed", "running"),
+        ("state_change", "failed"),
     ]
 
 

@@ -45,8 +45,13 @@ RETURNING task_id"""
 # `before` is how many lines the task was offered until then): every event that is
 # not a log line, log lines up to the cap, and one more that says the rest were
 # dropped (none at all with a cap of 0).
+def _line_kept(number: str) -> str:
+    """Whether the task's log line numbered `number` (1, 2, …) is kept."""
+    return f"{number} <= :p_log_cap + least(:p_log_cap, 1)"
+
+
 def _kept(before: str) -> str:
-    return f"(x.ev ->> 'type' <> '{LOG}' OR {before} + x.line <= :p_log_cap + least(:p_log_cap, 1))"
+    return f"(x.ev ->> 'type' <> '{LOG}' OR {_line_kept(f'{before} + x.line')})"
 
 
 _LINES_IN_BATCH = f"(SELECT count(*) FROM x WHERE x.ev ->> 'type' = '{LOG}')"
@@ -98,6 +103,35 @@ e AS (
     )
 }
 )"""
+
+
+# A `log` line before the one event of each task a statement changes (the reaper's,
+# which change many tasks at once): `LINE_SEQ` in the UPDATE's SET, `LINE_NO` in
+# its RETURNING, then the INSERT of `append_with_line`. The line counts against
+# the task's cap like any other.
+LINE_SEQ = (
+    f"event_seq = tasks.event_seq + 1 + ({_line_kept('tasks.log_lines + 1')})::int, "
+    "log_lines = tasks.log_lines + 1"
+)
+LINE_NO = "tasks.log_lines AS line_no"
+
+
+def append_with_line(*, type: str, data: str, level: str, message: str) -> str:
+    """`append_events` of the event (`type`, `data`) after a `log` line at `level`
+    saying `message` (SQL expressions over `t`), or after nothing once the task's
+    lines are spent."""
+    line = (
+        f"CASE WHEN t.line_no > :p_log_cap THEN {_DROPPED} "
+        f"ELSE jsonb_build_object('level', '{level}', 'message', {message}) END"
+    )
+    return append_events(
+        seq="t.event_seq - x.back",
+        type="x.type",
+        data="x.data",
+        source=f"""t CROSS JOIN LATERAL (VALUES (1, '{LOG}', {line}), (0, {type}, {data}))
+    AS x(back, type, data)
+WHERE x.back = 0 OR {_line_kept("t.line_no")}""",
+    )
 
 
 def log_event(level: str, message: str, *, max_chars: int) -> dict[str, Any]:

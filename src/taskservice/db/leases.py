@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.types import Float, Integer, Interval, Text
 
-from taskservice.db.eventlog import NEXT_SEQ, append_events
+from taskservice.db.eventlog import LINE_NO, LINE_SEQ, NEXT_SEQ, append_events, append_with_line
 from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.models import Lease, Task
@@ -131,23 +131,34 @@ RETURNING tasks.id
 )
 
 
-def _owner_released(event_type: str, *, where: str, recheck: str, extra: str = "") -> str:
-    """Leave running tasks ownerless, so that any worker may claim them now."""
-    event = append_events(
-        type=f"'{event_type}'",
-        data=f"jsonb_build_object('worker', t.lost_owner, 'attempt', t.attempt{extra})",
-    )
+def _owner_released(
+    event_type: str, *, where: str, recheck: str, extra: str = "", line: str | None = None
+) -> str:
+    """Leave running tasks ownerless, so that any worker may claim them now; with a
+    `log` line (a warning saying `line`, SQL over `t`) before the event if given."""
+    event_data = f"jsonb_build_object('worker', t.lost_owner, 'attempt', t.attempt{extra})"
+    if line is None:
+        event = append_events(type=f"'{event_type}'", data=event_data)
+        seq, line_no = NEXT_SEQ, ""
+    else:
+        event = append_with_line(
+            type=f"'{event_type}'", data=event_data, level="warning", message=line
+        )
+        seq, line_no = LINE_SEQ, f", {LINE_NO}"
     return f"""
 WITH t AS (
     UPDATE tasks SET lease_owner = NULL, lease_expires_at = NULL,
-                     {NEXT_SEQ}, updated_at = now()
+                     {seq}, updated_at = now()
     FROM (SELECT id, lease_owner AS lost_owner FROM tasks
           WHERE {where}
           ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
     WHERE tasks.id = x.id AND {recheck}
-    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner
-)
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner{line_no}
+),
+e AS (
 {event}
+)
+SELECT t.id FROM t
 """
 
 
@@ -175,18 +186,29 @@ _EXPIRED = (
 )
 _EXPIRED_RECHECK = "tasks.state = 'running' AND tasks.lease_expires_at < now()"
 
+_LOST = "'worker ' || t.lost_owner || ' stopped renewing its lease on attempt ' || t.attempt"
+_LOG_CAP = bindparam("p_log_cap", type_=Integer)
+
 # Expired leases with attempts left: offer the task again.
 _RECOVER = Statement(
     text(
-        _owner_released("recovered", where=_EXPIRED.format(op="<"), recheck=_EXPIRED_RECHECK)
-    ).bindparams(bindparam("p_limit", type_=Integer))
+        _owner_released(
+            "recovered",
+            where=_EXPIRED.format(op="<"),
+            recheck=_EXPIRED_RECHECK,
+            line=f"{_LOST} || ' (it stopped, hung or lost the database); "
+            "the task waits for another worker'",
+        )
+    ).bindparams(bindparam("p_limit", type_=Integer), _LOG_CAP)
 )
 
 # Expired leases on the last attempt: the task fails, saying why.
-_EXHAUSTED_EVENT = append_events(
+_EXHAUSTED_EVENT = append_with_line(
     type="'state_change'",
     data="""jsonb_build_object('from', 'running', 'to', 'failed',
                               'worker', t.lost_owner, 'attempt', t.attempt)""",
+    level="error",
+    message=f"{_LOST} || ' of ' || t.max_attempts || '; no attempts are left, so the task fails'",
 )
 _EXHAUST = Statement(
     text(f"""
@@ -199,19 +221,19 @@ WITH t AS (
                        || tasks.attempt || ' of ' || tasks.max_attempts
                        || '; no attempts are left'),
         lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now(),
-        {NEXT_SEQ}
+        {LINE_SEQ}
     FROM (SELECT id, lease_owner AS lost_owner FROM tasks
           WHERE {_EXPIRED.format(op=">=")}
           ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
     WHERE tasks.id = x.id AND {_EXPIRED_RECHECK}
     RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner,
-              tasks.parent_id, tasks.error
+              tasks.max_attempts, tasks.parent_id, tasks.error, {LINE_NO}
 ),
 e AS (
 {_EXHAUSTED_EVENT}
 )
 SELECT t.id, t.parent_id, t.error FROM t
-""").bindparams(bindparam("p_limit", type_=Integer))
+""").bindparams(bindparam("p_limit", type_=Integer), _LOG_CAP)
 )
 
 # Running tasks that recorded nothing for a while: say so, once per stall period.
@@ -312,11 +334,13 @@ class LeaseStore:
         }
         return bool(await self.db.fetch(_RELEASE, params))
 
-    async def reap(self, *, limit: int = REAP_BATCH) -> tuple[int, list[Row]]:
-        """Re-offer tasks whose lease expired; fail those on their last attempt.
+    async def reap(self, *, log_cap: int, limit: int = REAP_BATCH) -> tuple[int, list[Row]]:
+        """Re-offer tasks whose lease expired; fail those on their last attempt; each
+        gets a `log` line saying whose lease expired (within `log_cap` lines).
         Returns how many were recovered, and the failed tasks (id, parent_id, error)."""
-        recovered = await self.db.fetch(_RECOVER, {"p_limit": limit})
-        failed = await self.db.fetch(_EXHAUST, {"p_limit": limit})
+        params = {"p_limit": limit, "p_log_cap": log_cap}
+        recovered = await self.db.fetch(_RECOVER, params)
+        failed = await self.db.fetch(_EXHAUST, params)
         return len(recovered), failed
 
     async def next_expiry(self) -> float | None:

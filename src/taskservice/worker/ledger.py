@@ -83,10 +83,10 @@ def _resumed(attempt: int, cause: Row | None, messages: int) -> tuple[LogLevel, 
     )
     data: dict[str, Any] = cause["data"] if cause is not None else {}
     kind = cause["type"] if cause is not None else None
-    if kind == "recovered":
-        return "warning", (
-            f"{line}: worker {data.get('worker')} stopped renewing its lease on attempt "
-            f"{data.get('attempt')} (it stopped, hung or lost the database)"
+    if kind == "recovered":  # the reaper's line said so when it happened
+        return "info", (
+            f"{line}: the lease of worker {data.get('worker')} on attempt "
+            f"{data.get('attempt')} had expired"
         )
     if kind == "released":
         reason = str(data.get("reason"))

@@ -52,7 +52,7 @@ class Reaper:
 
     async def pass_once(self) -> float | None:
         """One pass; returns the seconds until the next lease expires (None: none held)."""
-        recovered, failed = await self.leases.reap()
+        recovered, failed = await self.leases.reap(log_cap=self.settings.max_log_lines)
         for task in failed:
             if task["parent_id"] is not None:
                 await self.ledger.subtask_finished(
