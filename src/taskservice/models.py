@@ -87,7 +87,14 @@ class Task:
 
 
 class EventType(StrEnum):
-    """Every kind of event in a task's log, and what its `data` holds."""
+    """What happened; an event's `data` holds, by type: `state_change` from, to (and
+    worker, attempt, cause, answered or reason); `claimed`, `released`, `recovered`
+    worker, attempt (and reason); `stalled` worker, quiet_since; `message` position,
+    kind, parts; `usage` input_tokens, output_tokens, requests; `tool_call` and
+    `tool_result` tool_call_id, name, status, arguments or result or error; `progress`
+    percent, note; `log` level (debug, info, warning, error), message (and `dropped:
+    true` on the line saying the task reached its limit of lines); `webhook_disabled`
+    the webhook and why."""
 
     STATE_CHANGE = "state_change"  # from, to; worker and attempt, cause, answered, reason
     CLAIMED = "claimed"  # a worker took over a running task: worker, attempt

@@ -286,10 +286,8 @@ class TaskService:
             )
             if cancelled is not None:
                 if cancelled.parent_id is not None:  # a parked parent may now resume
-                    await self.ledger.subtask_finished(
-                        cancelled.parent_id, cancelled.id, cancelled.state, cancelled.cancel_reason
-                    )
-                    await self.ledger.resume_parents(parent_id=cancelled.parent_id)
+                    parent, reason = cancelled.parent_id, cancelled.cancel_reason
+                    await self.ledger.subtask_ended(parent, cancelled.id, cancelled.state, reason)
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
 

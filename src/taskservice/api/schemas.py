@@ -300,16 +300,7 @@ class EventOut(BaseModel):
     id: int = Field(description="Global event id (increasing across all tasks).")
     task_id: uuid.UUID
     seq: int = Field(description="Position in this task's event log: 1, 2, 3 … without gaps.")
-    type: EventType = Field(
-        description="What happened; `data` holds, by type: `state_change` from, to (and "
-        "worker, attempt, cause, answered or reason); `claimed`, `released`, `recovered` "
-        "worker, attempt (and reason); `stalled` worker, quiet_since; `message` position, "
-        "kind, parts; `usage` input_tokens, output_tokens, requests; `tool_call` and "
-        "`tool_result` tool_call_id, name, status, arguments or result or error; "
-        "`progress` percent, note; `log` level (debug, info, warning, error), message "
-        "(and `dropped: true` on the line saying the task reached its limit of lines); "
-        "`webhook_disabled` the webhook and why."
-    )
+    type: EventType
     data: dict[str, Any]
     created_at: datetime
 

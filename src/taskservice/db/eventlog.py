@@ -60,7 +60,7 @@ _LINES_IN_BATCH = f"(SELECT count(*) FROM x WHERE x.ev ->> 'type' = '{LOG}')"
 def event_batch(*, where: str, changes: str = "") -> str:
     """The CTEs `x` and `t` that add the events of the JSON array `:p_events` ({type,
     data}, in order) to the one task matching `where`, with the SET `changes` (each
-    followed by a comma), for `batch_events` to insert. `log` lines beyond
+    followed by a comma), for `BATCH_EVENTS` to insert. `log` lines beyond
     `:p_log_cap` per task are dropped: the task's `log_lines` counts every line
     offered, under the row lock every such write takes, so the cap holds whoever
     writes. `t` returns id, tenant, event_seq, attempt and `lines_before`."""

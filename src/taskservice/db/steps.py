@@ -311,17 +311,20 @@ class LedgerStore:
         params = {"p_id": task_id, "p_events": list(events), "p_log_cap": self.log_cap}
         return await self._written(_APPEND_TO_LIVE, params)
 
-    async def subtask_finished(
+    async def subtask_ended(
         self, parent_id: uuid.UUID, child_id: uuid.UUID, state: TaskState, error: Any
-    ) -> bool:
-        """Tell a parent that has not finished, in a `log` line, how a subtask ended."""
+    ) -> None:
+        """Tell a parent that has not finished, in a `log` line, how a subtask ended
+        (`error`: its error or cancel reason); then resume it if it was parked on its
+        subtasks and this was the last."""
         if state is TaskState.COMPLETED:
             line = self.log_event("info", f"subtask {child_id} completed")
         else:
             why = error.get("message") if isinstance(error, dict) else error
             tail = f": {why}" if why else ""
             line = self.log_event("warning", f"subtask {child_id} {state.value}{tail}")
-        return await self.append_to_live(parent_id, [line])
+        await self.append_to_live(parent_id, [line])
+        await self.resume_parents(parent_id=parent_id)
 
     async def update_call(
         self,

@@ -264,7 +264,6 @@ class WorkerPool:
         # Parked parents resume when their last subtask finishes; a parent that just
         # parked may find its subtasks already done.
         if target.is_terminal and task.parent_id is not None:
-            await self.ledger.subtask_finished(task.parent_id, task.id, target, values.get("error"))
-            await self.ledger.resume_parents(parent_id=task.parent_id)
+            await self.ledger.subtask_ended(task.parent_id, task.id, target, values.get("error"))
         elif target is TaskState.INPUT_REQUIRED:
             await self.ledger.resume_parents(parent_id=task.id)

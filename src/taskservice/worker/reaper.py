@@ -55,12 +55,12 @@ class Reaper:
         recovered, failed = await self.leases.reap(log_cap=self.settings.max_log_lines)
         for task in failed:
             if task["parent_id"] is not None:
-                await self.ledger.subtask_finished(
+                await self.ledger.subtask_ended(
                     task["parent_id"], task["id"], TaskState.FAILED, task["error"]
                 )
         stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
-        # Backstop for parents whose last subtask ended on another path (cancelled,
-        # failed by the reaper).
+        # Backstop for parents whose resume was missed (a process stopped between a
+        # subtask's end and its parent's resume).
         recovered += await self.ledger.resume_parents()
         if recovered or failed or stalled:
             log.info(
