@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -25,7 +24,7 @@ from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
 from taskservice.errors import Conflict, InvalidRequest, NotFound
 from taskservice.events import TaskWatchers
-from taskservice.follow import TaskFollower, Update, moved_to
+from taskservice.follow import TaskFollower, moved_to
 from taskservice.ids import decode_cursor, encode_cursor, parse_uuid
 from taskservice.models import (
     AgentSpec,
@@ -70,7 +69,7 @@ class TaskService:
         webhooks: WebhookService | None = None,
     ) -> None:
         self.watchers = watchers
-        self.follower = (
+        self._follower = (
             TaskFollower(store=store, log=log, watchers=watchers, settings=settings)
             if watchers is not None
             else None
@@ -200,37 +199,22 @@ class TaskService:
             raise NotFound(f"task {task_id} not found")
         return task
 
-    def follow(
-        self,
-        *,
-        tenant: str,
-        task_id: uuid.UUID,
-        after: int | None = None,
-        idle: float = math.inf,
-        deadline: float = math.inf,
-        authorized: Callable[[], Awaitable[bool]] | None = None,
-    ) -> AsyncGenerator[Update, None]:
-        """The task, then its events as they commit: see `follow.TaskFollower`."""
-        if self.follower is None:
+    @property
+    def follower(self) -> TaskFollower:
+        """Follows a task: the snapshot, then its events as they commit."""
+        if self._follower is None:
             raise RuntimeError("this service was built without the event hub's watchers")
-        return self.follower.follow(
-            tenant=tenant,
-            task_id=task_id,
-            after=after,
-            idle=idle,
-            deadline=deadline,
-            authorized=authorized,
-        )
+        return self._follower
 
     async def wait(self, *, tenant: str, task_id: str, seconds: float) -> Task:
         """Long poll: the task as soon as it is finished or waits for input, else as it
         is when `seconds` (capped) have passed. Woken by the event hub, not a loop."""
         task = await self.get(tenant=tenant, task_id=task_id)
-        if self.follower is None or seconds <= 0 or _settled(task):
+        if self._follower is None or seconds <= 0 or _settled(task):
             return task
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(seconds, self.settings.max_wait_seconds)
-        follow = self.follow(tenant=tenant, task_id=task.id, deadline=deadline)
+        follow = self._follower.follow(tenant=tenant, task_id=task.id, deadline=deadline)
         async with aclosing(follow) as updates:
             async for update in updates:
                 if isinstance(update, Task):
@@ -395,6 +379,6 @@ class TaskService:
         types: frozenset[str] = frozenset(),
     ) -> EventPage:
         task = await self.get(tenant=tenant, task_id=task_id)
-        size = min(limit or self.settings.default_page_size, self.settings.max_page_size)
+        size = self.page_size(limit)
         events = await self.log.page(task.id, after=after, limit=size, types=types)
         return EventPage(events, events[-1].seq if len(events) == size else None)

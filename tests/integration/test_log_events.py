@@ -135,7 +135,7 @@ async def test_the_log_tool_keeps_lines_up_to_the_cap_then_says_the_rest_were_dr
     assert [data for _, kind, data in events if kind == "log"][-1]["dropped"] is True
 
 
-async def test_a_cap_of_zero_keeps_no_lines(make_client: ClientFactory) -> None:
+async def test_a_cap_of_zero_keeps_no_lines(make_client: ClientFactory, db: AsyncEngine) -> None:
     model = turns(ToolCallPart("log", {"message": "hello"}), "finished")
     async with make_client(
         models={"chatty": model}, default_tools=["log"], workers_enabled=True, max_log_lines=0
@@ -144,6 +144,9 @@ async def test_a_cap_of_zero_keeps_no_lines(make_client: ClientFactory) -> None:
         done = await until_state(client, task["id"], "completed", "failed")
         assert done["state"] == "completed"
         assert await log_lines(client, task["id"]) == []
+    async with db.connect() as conn:
+        offered = await conn.scalar(select(tasks.c.log_lines).where(tasks.c.id == task["id"]))
+    assert offered == 1  # the line was offered, and dropped
 
 
 async def test_the_cap_holds_when_writers_race(

@@ -4,7 +4,7 @@ A message starts a task (or, naming the task that waits for input, answers it); 
 task is read, cancelled, or followed: the task, then a status update per state it
 moves to (the result as an artifact before `completed`), until the final one
 (terminal, or waiting for input). Following reads the task's event log through
-`service.follow`, as the REST stream and the long poll do.
+`service.follower`, as the REST stream and the long poll do.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class A2AHandler:
         return a2a_task(task)
 
     async def get(self, task_id: str) -> dict[str, Any]:
-        return a2a_task(await self.service.get(tenant=self.tenant, task_id=task_id))
+        return a2a_task(await self.find(task_id))
 
     async def find(self, task_id: str) -> Task:
         return await self.service.get(tenant=self.tenant, task_id=task_id)
@@ -113,7 +113,7 @@ class A2AHandler:
     async def updates(self, task: Task) -> AsyncIterator[dict[str, Any]]:
         """The task, then a status update for each state it moves to (the result as
         an artifact before `completed`); the last one is `final`."""
-        follow = self.service.follow(tenant=self.tenant, task_id=task.id)
+        follow = self.service.follower.follow(tenant=self.tenant, task_id=task.id)
         async with aclosing(follow) as changes:
             async for change in changes:
                 if isinstance(change, Task):  # the snapshot, read once following

@@ -51,7 +51,7 @@ async def task_events(
     `types`, if any), with keep-alives while idle, until the terminal event (see
     `follow`)."""
     settings = caller.settings
-    follow = caller.service.follow(
+    follow = caller.service.follower.follow(
         tenant=caller.tenant,
         task_id=task_id,
         after=after,
