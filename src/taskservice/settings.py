@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     # HTTP.
     host: str = "127.0.0.1"
     port: int = 8000
+    # Where clients reach the service (the agent card's URLs), e.g. https://tasks.example.com;
+    # else each request's scheme and host (X-Forwarded-Proto, -Host and -Prefix honoured).
+    public_url: str | None = None
     # `auto`: open as tenant "default" while no API key exists, on loopback only.
     # `required`: every request needs a key, even with none created yet.
     auth_mode: Literal["auto", "required", "open"] = "auto"

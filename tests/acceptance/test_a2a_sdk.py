@@ -1,12 +1,14 @@
 """Interoperability: the official A2A Python SDK as the client, over real HTTP,
 polling and streaming.
 
-The SDK (1.x) reads the agent card, sees protocol 0.3 and talks to `/a2a` through
-its 0.3 compatibility layer, which validates every answer against the 0.3 types.
+The SDK (1.x) reads the agent card and picks its preferred interface: A2A 1.0 over
+JSON-RPC. Forced onto the card's 0.3 interface, it talks through its 0.3
+compatibility layer, which validates every answer against the 0.3 types.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import Client, ClientConfig, create_client
+from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -49,10 +52,11 @@ async def sent_task(client: Client, request: SendMessageRequest) -> Task:
 
 @asynccontextmanager
 async def a2a_client(
-    make_live: LiveFactory, *, streaming: bool, asker: bool = False
+    make_live: LiveFactory, *, streaming: bool, asker: bool = False, version: str = "1.0"
 ) -> AsyncIterator[Client]:
     """The SDK's client for a live server (with workers whose default model asks the
-    user a question, when `asker`), found from the server's agent card."""
+    user a question, when `asker`), found from the server's agent card, on its
+    interface of `version`."""
     settings: dict[str, Any] = {}
     if asker:
         settings = {
@@ -62,7 +66,12 @@ async def a2a_client(
         }
     async with make_live(**settings) as live, httpx.AsyncClient(timeout=30) as http:
         config = ClientConfig(streaming=streaming, httpx_client=http)
-        yield await create_client(live.url, client_config=config)
+        card = parse_agent_card((await http.get(f"{live.url}/.well-known/agent-card.json")).json())
+        interfaces = [i for i in card.supported_interfaces if i.protocol_version == version]
+        assert interfaces, card.supported_interfaces
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(interfaces)
+        yield await create_client(card, client_config=config)
 
 
 async def test_the_a2a_sdk_sends_follows_answers_and_cancels(make_live: LiveFactory) -> None:
@@ -104,12 +113,37 @@ async def test_the_a2a_sdk_streams_a_task_to_its_end(make_live: LiveFactory) -> 
         assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert paused.status.message.parts[0].text == "Which colour?"
 
-        resubscribed = [
-            event async for event in client.subscribe(SubscribeToTaskRequest(id=task_id))
-        ]
-        assert [e.task.status.state for e in resubscribed] == [TaskState.TASK_STATE_INPUT_REQUIRED]
+        # A subscription to the waiting task lasts until the task is finished.
+        async def subscribed() -> list[Any]:
+            request = SubscribeToTaskRequest(id=task_id)
+            return [event async for event in client.subscribe(request)]
 
+        subscription = asyncio.create_task(subscribed())
+        await asyncio.sleep(0.3)
+        assert not subscription.done()
         rest = [e async for e in client.send_message(send_request("red", task_id=task_id))]
         artifacts = [e.artifact_update.artifact for e in rest if e.HasField("artifact_update")]
         assert [a.parts[0].text for a in artifacts] == ["painted red"]
         assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        seen = await asyncio.wait_for(subscription, 20)
+    assert seen[0].task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    states = [e.status_update.status.state for e in seen if e.HasField("status_update")]
+    assert states == [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_COMPLETED]
+    assert [
+        e.artifact_update.artifact.parts[0].text
+        for e in seen[1:-1]
+        if e.HasField("artifact_update")
+    ] == ["painted red"]
+
+
+async def test_the_a2a_sdk_on_the_0_3_interface(make_live: LiveFactory) -> None:
+    async with a2a_client(make_live, streaming=True, asker=True, version="0.3") as client:
+        first = [event async for event in client.send_message(send_request("paint the gate"))]
+        task_id = first[0].task.id
+        assert first[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        rest = [e async for e in client.send_message(send_request("teal", task_id=task_id))]
+        assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        fetched = await client.get_task(GetTaskRequest(id=task_id, history_length=2))
+    assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [m.parts[0].text for m in fetched.history] == ["teal", "painted teal"]
+    assert fetched.artifacts[0].parts[0].text == "painted teal"

@@ -49,7 +49,7 @@ async def until_a2a_state(client: httpx.AsyncClient, task_id: str, state: str) -
     return await wait_for(check, timeout=20)  # type: ignore[no-any-return]
 
 
-async def test_the_agent_card_names_the_endpoint_and_the_profiles_as_skills(
+async def test_the_agent_card_keeps_the_fields_a_0_3_client_reads(
     make_client: ClientFactory,
 ) -> None:
     async with make_client() as client:
@@ -57,9 +57,13 @@ async def test_the_agent_card_names_the_endpoint_and_the_profiles_as_skills(
     assert card["protocolVersion"] == "0.3.0"
     assert card["url"] == "http://testserver/a2a"
     assert card["preferredTransport"] == "JSONRPC"
-    assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
+    assert card["capabilities"]["streaming"] is True
+    assert card["capabilities"]["pushNotifications"] is False
     assert [skill["id"] for skill in card["skills"]] == ["default"]
     assert card["security"] == [{"bearer": []}]
+    assert card["securitySchemes"]["bearer"]["type"] == "http"
+    assert card["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert card["supportsAuthenticatedExtendedCard"] is True
 
 
 async def test_a_message_starts_a_task_that_completes_with_an_artifact(
@@ -131,12 +135,17 @@ async def test_a_task_waiting_for_input_is_answered_by_a_message_naming_it(
         assert resumed["status"]["state"] == "working"
         done = await until_a2a_state(client, asked["id"], "completed")
         assert done["artifacts"][0]["parts"][0]["text"] == "painted blue"
-        # A task that waits for nothing cannot be answered.
+        # A finished task takes no more messages.
         finished = await until_a2a_state(client, task["id"], "completed")
         late = text_message("too late", taskId=finished["id"])
         refused = await rpc(client, "message/send", {"message": late})
-        assert refused["error"]["code"] == -32602
-        assert "not waiting for input" in refused["error"]["message"]
+        assert refused["error"]["code"] == -32004  # UnsupportedOperation
+        assert "completed" in refused["error"]["message"]
+        # A context that is not the task's is refused.
+        elsewhere = text_message("x", taskId=asked["id"], contextId="another-context")
+        mismatch = await rpc(client, "message/send", {"message": elsewhere})
+        assert mismatch["error"]["code"] == -32602
+        assert mismatch["error"]["data"]["errors"][0]["loc"] == ["message", "contextId"]
 
 
 async def test_cancel_and_its_errors(make_client: ClientFactory) -> None:
@@ -144,8 +153,9 @@ async def test_cancel_and_its_errors(make_client: ClientFactory) -> None:
         task = (await rpc(client, "message/send", {"message": text_message("x")}))["result"]
         cancelled = (await rpc(client, "tasks/cancel", {"id": task["id"]}))["result"]
         assert cancelled["status"]["state"] == "canceled"
-        again = (await rpc(client, "tasks/cancel", {"id": task["id"]}))["result"]
-        assert again["status"]["state"] == "canceled"  # idempotent
+        again = await rpc(client, "tasks/cancel", {"id": task["id"]})
+        assert again["error"]["code"] == -32002  # a cancelled task is not cancelable
+        assert again["error"]["data"]["state"] == "cancelled"
         missing = await rpc(client, "tasks/get", {"id": str(uuid.uuid4())})
         assert missing["error"]["code"] == -32001
         assert (await rpc(client, "tasks/cancel", {"id": "nope"}))["error"]["code"] == -32001
@@ -158,7 +168,7 @@ async def test_a_finished_task_is_not_cancelable(make_client: ClientFactory) -> 
         assert task["status"]["state"] == "completed"
         refused = await rpc(client, "tasks/cancel", {"id": task["id"]})
     assert refused["error"]["code"] == -32002
-    assert "completed" in refused["error"]["data"]
+    assert refused["error"]["data"] == {"taskId": task["id"], "state": "completed"}
 
 
 async def test_protocol_errors(make_client: ClientFactory) -> None:
@@ -181,9 +191,20 @@ async def test_protocol_errors(make_client: ClientFactory) -> None:
             "error": {"code": -32600, "message": "Request payload validation error"},
         }
         assert (await rpc(client, "tasks/delete", {}))["error"]["code"] == -32601
+        # Without an id, the method is still checked (and answered, with id null).
+        no_id = await raw(b'{"jsonrpc": "2.0", "method": "tasks/delete", "params": {}}')
+        assert no_id["id"] is None
+        assert no_id["error"]["code"] == -32601
+        bad_id = await raw(b'{"jsonrpc": "2.0", "id": {}, "method": "tasks/get"}')
+        assert bad_id["error"]["code"] == -32600
+        not_object = await raw(b'{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": 1}')
+        assert not_object["error"]["code"] == -32602
         no_message = await rpc(client, "message/send", {})
         assert no_message["error"]["code"] == -32602
         assert no_message["error"]["data"]["errors"][0]["loc"] == ["message"]
+        negative = await rpc(client, "tasks/get", {"id": "x", "historyLength": -1})
+        assert negative["error"]["code"] == -32602
+        assert negative["error"]["data"]["errors"][0]["loc"] == ["historyLength"]
         file_part = text_message("x")
         file_part["parts"] = [{"kind": "file", "file": {"uri": "https://example.com/a.pdf"}}]
         assert (await rpc(client, "message/send", {"message": file_part}))["error"][
@@ -313,3 +334,53 @@ async def test_a_streaming_method_reports_errors_in_its_stream(make_live: LiveFa
         _, missing = await stream_results(client, "tasks/resubscribe", {"id": str(uuid.uuid4())})
         assert [a["error"]["code"] for a in missing] == [-32001]
         assert (await client.get("/v1/tasks")).json()["tasks"] == []  # nothing was created
+
+
+async def test_a_task_shows_its_history_as_long_as_asked(make_client: ClientFactory) -> None:
+    models = {"asker": asks_for_a_colour()}
+    async with make_client(models=models, workers_enabled=True) as client:
+        message = text_message("paint it", messageId="m-paint")
+        wait = {"blocking": True}
+        params = {"message": message, "metadata": {"model": "asker"}, "configuration": wait}
+        asked = (await rpc(client, "message/send", params))["result"]
+        assert asked["status"]["state"] == "input-required"
+        assert [(m["role"], m["parts"]) for m in asked["history"]] == [
+            ("user", [{"kind": "text", "text": "paint it"}]),
+            ("agent", [{"kind": "text", "text": "Which colour?"}]),
+        ]
+        assert asked["history"][0]["messageId"] == "m-paint"  # the id it was sent with
+        reply = {"message": text_message("blue", taskId=asked["id"]), "configuration": wait}
+        done = (await rpc(client, "message/send", reply))["result"]
+        assert done["status"]["state"] == "completed"
+        full = (await rpc(client, "tasks/get", {"id": asked["id"]}))["result"]
+        short = (await rpc(client, "tasks/get", {"id": asked["id"], "historyLength": 1}))["result"]
+        none = (await rpc(client, "tasks/get", {"id": asked["id"], "historyLength": 0}))["result"]
+    said = [(m["role"], m["parts"][0]["text"]) for m in full["history"]]
+    assert said == [
+        ("user", "paint it"),
+        ("agent", "Which colour?"),
+        ("user", "blue"),
+        ("agent", "painted blue"),
+    ]
+    assert {(m["taskId"], m["contextId"]) for m in full["history"]} == {
+        (asked["id"], asked["contextId"])
+    }
+    assert len({m["messageId"] for m in full["history"]}) == 4
+    assert [m["parts"][0]["text"] for m in short["history"]] == ["painted blue"]
+    assert "history" not in none
+
+
+async def test_text_and_data_parts_make_one_input(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        message = text_message("Summarise these rows")
+        message["parts"].append({"kind": "data", "data": {"rows": [1, 2]}})
+        task = (await rpc(client, "message/send", {"message": message}))["result"]
+        rest = (await client.get(f"/v1/tasks/{task['id']}")).json()
+        assert rest["input"] == {"text": "Summarise these rows", "data": {"rows": [1, 2]}}
+        # The same checks as on REST: a bare number is no input.
+        number = text_message("x")
+        number["parts"] = [{"kind": "data", "data": 5}]
+        refused = await rpc(client, "message/send", {"message": number})
+        assert refused["error"]["code"] == -32602
+        assert "text or a JSON object" in refused["error"]["message"]
+        assert len((await client.get("/v1/tasks")).json()["tasks"]) == 1

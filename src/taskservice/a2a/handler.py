@@ -1,32 +1,23 @@
-"""The A2A methods, on the use cases, independent of the transport.
+"""The A2A operations on the use cases, independent of the transport and of the
+protocol version: each takes a neutral request and answers with neutral views
+(`a2a.shapes`), which `a2a.v03` and `a2a.v10` write on the wire.
 
 A message starts a task (or, naming the task that waits for input, answers it); a
-task is read, cancelled, or followed: the task, then a status update per state it
-moves to (the result as an artifact before `completed`), until the final one
-(terminal, or waiting for input). Following reads the task's event log through
-`service.follower`, as the REST stream and the long poll do.
+task is read with its history (the ledger, `a2a.conversation`), cancelled, or
+followed: the task, then an update per state it moves to (the result as an artifact
+before `completed`), until a state that ends the stream. Following reads the task's
+event log through `service.follower`, as the REST stream and the long poll do.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any
 
-from taskservice.a2a.protocol import (
-    INVALID_PARAMS,
-    PUSH_NOT_SUPPORTED,
-    TASK_NOT_CANCELABLE,
-    A2AError,
-    SendParams,
-    a2a_task,
-    artifact,
-    content,
-    context,
-    pauses,
-    status,
-)
+from taskservice.a2a.conversation import SendRequest, answer_of, context, history, input_of, last
+from taskservice.a2a.errors import A2AError, Kind
+from taskservice.a2a.shapes import TaskUpdate, Update, View
 from taskservice.agent_options import METADATA_KEYS
 from taskservice.errors import Conflict
 from taskservice.follow import moved_to
@@ -44,20 +35,34 @@ class A2AHandler:
         self.service = service
         self.tenant = tenant
 
-    async def deliver(self, params: SendParams) -> Task:
+    async def deliver(self, request: SendRequest) -> Task:
         """A message's task: a new one, or the waiting task the message answers."""
-        message = params.message
+        message = request.message
         if message.role != "user":
-            raise A2AError(INVALID_PARAMS, "a message to the agent has role 'user'")
-        given = content(message.parts)
-        if message.task_id is not None:
-            # A reply to a task that waits for input answers its question.
-            if not isinstance(given, str):
-                raise A2AError(INVALID_PARAMS, "answer a question with text")
-            return await self.service.provide_input(
-                tenant=self.tenant, task_id=message.task_id, answer=given
+            raise A2AError(
+                Kind.INVALID_PARAMS,
+                violations=[(("message", "role"), "a message to the agent is the user's")],
             )
-        options = {**(params.metadata or {}), **(message.metadata or {})}
+        if message.task_id is not None:
+            task = await self.find(message.task_id)
+            if message.context_id is not None and message.context_id != context(task):
+                raise A2AError(
+                    Kind.INVALID_PARAMS,
+                    violations=[(("message", "contextId"), "is not the context of the task")],
+                )
+            if task.state.is_terminal:
+                raise A2AError(
+                    Kind.UNSUPPORTED_OPERATION,
+                    f"the task is {task.state.value}: it takes no more messages",
+                    taskId=str(task.id),
+                    state=task.state.value,
+                )
+            # A reply to a task that waits for input answers its question.
+            return await self.service.provide_input(
+                tenant=self.tenant, task_id=str(task.id), answer=answer_of(message.parts)
+            )
+        given = input_of(message.parts)
+        options = {**request.metadata, **(message.metadata or {})}
         agent, model = options.get("agent"), options.get("model")
         task, _ = await self.service.submit(
             tenant=self.tenant,
@@ -78,63 +83,69 @@ class A2AHandler:
         )
         return task
 
-    async def send(self, params: SendParams) -> dict[str, Any]:
-        """`message/send`: the task (with `blocking`, once it settles or the wait cap
-        has passed)."""
-        task = await self.deliver(params)
-        if params.configuration is not None and params.configuration.blocking:
+    async def send(self, request: SendRequest) -> View:
+        """The message's task; when the request waits, once the task is finished or
+        waits for input (or the wait cap has passed)."""
+        task = await self.deliver(request)
+        if request.wait:
             task = await self.service.wait(
                 tenant=self.tenant,
                 task_id=str(task.id),
                 seconds=self.service.settings.max_wait_seconds,
             )
-        return a2a_task(task)
-
-    async def get(self, task_id: str) -> dict[str, Any]:
-        return a2a_task(await self.find(task_id))
+        return await self.view(task, request.history_length)
 
     async def find(self, task_id: str) -> Task:
         return await self.service.get(tenant=self.tenant, task_id=task_id)
 
-    async def cancel(self, task_id: str) -> dict[str, Any]:
-        try:
-            task = await self.service.cancel(tenant=self.tenant, task_id=task_id)
-        except Conflict as exc:
-            raise A2AError(TASK_NOT_CANCELABLE, "Task cannot be canceled", exc.detail) from None
-        return a2a_task(task)
+    async def view(self, task: Task, history_length: int | None) -> View:
+        """`task` with the last `history_length` messages of its history (all when
+        None): the ledger is read only when some are asked for."""
+        if history_length == 0:
+            return View(task, [])
+        rows = await self.service.ledger.all_messages(task.id)
+        return View(task, last(history(task, rows), history_length))
 
-    async def push_config(self) -> dict[str, Any]:
+    async def get(self, task_id: str, history_length: int | None = None) -> View:
+        return await self.view(await self.find(task_id), history_length)
+
+    async def cancel(self, task_id: str) -> View:
+        """Cancel a task that is not finished; a finished one (cancelled included) is
+        not cancelable."""
+        task = await self.find(task_id)
+        if not task.state.is_terminal:
+            try:
+                task = await self.service.cancel(tenant=self.tenant, task_id=str(task.id))
+            except Conflict:
+                task = await self.find(task_id)
+            else:
+                return await self.view(task, None)
         raise A2AError(
-            PUSH_NOT_SUPPORTED,
-            "Push Notification is not supported",
-            "register webhooks with POST /v1/webhooks instead",
+            Kind.TASK_NOT_CANCELABLE,
+            f"the task is already {task.state.value}",
+            taskId=str(task.id),
+            state=task.state.value,
         )
 
-    async def updates(self, task: Task) -> AsyncIterator[dict[str, Any]]:
-        """The task, then a status update for each state it moves to (the result as
-        an artifact before `completed`); the last one is `final`."""
+    async def updates(
+        self, task: Task, *, history_length: int | None, ends: Callable[[TaskState], bool]
+    ) -> AsyncIterator[Update]:
+        """The task, then an update for each state it moves to (the result as an
+        artifact update before `completed`), until a state that `ends` the stream."""
         follow = self.service.follower.follow(tenant=self.tenant, task_id=task.id)
         async with aclosing(follow) as changes:
             async for change in changes:
                 if isinstance(change, Task):  # the snapshot, read once following
-                    yield a2a_task(change)
-                    if pauses(change.state):
+                    yield await self.view(change, history_length)
+                    if ends(change.state):
                         return
                     continue
                 state = moved_to(change) if change is not None else None
                 if state is None:
                     continue
                 current = await self.find(str(task.id))
-                ids = {"taskId": str(current.id), "contextId": context(current)}
                 if state is TaskState.COMPLETED and current.state is TaskState.COMPLETED:
-                    update = {"kind": "artifact-update", **ids, "artifact": artifact(current)}
-                    yield update | {"lastChunk": True}
-                final = pauses(state)
-                yield {
-                    "kind": "status-update",
-                    **ids,
-                    "status": status(current, state),
-                    "final": final,
-                }
-                if final:
+                    yield TaskUpdate(current, state, artifact=True)
+                yield TaskUpdate(current, state)
+                if ends(state):
                     return

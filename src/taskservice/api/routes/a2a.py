@@ -1,8 +1,10 @@
-"""The A2A binding over HTTP: the agent card and `POST /a2a` (JSON-RPC 2.0).
+"""The A2A binding over HTTP: the agent card and `POST /a2a` (JSON-RPC 2.0, A2A 1.0
+and 0.3).
 
-Authenticates as `/v1` does (a missing or bad key is a 401), then hands the body to
-the JSON-RPC adapter (`a2a.jsonrpc`); streaming methods answer with SSE, each
-event's data one JSON-RPC response. The protocol itself lives in `taskservice.a2a`.
+Authenticates as `/v1` does (a missing or bad key is a 401), then hands the body and
+the `A2A-Version` header to the JSON-RPC adapter (`a2a.jsonrpc`); streaming methods
+answer with SSE, each event's data one JSON-RPC response. The protocol itself lives
+in `taskservice.a2a`.
 """
 
 from __future__ import annotations
@@ -16,17 +18,21 @@ from sse_starlette import ServerSentEvent
 
 from taskservice import __version__
 from taskservice.a2a import jsonrpc
+from taskservice.a2a.card import JSONRPC, Interface, agent_card, etag
 from taskservice.a2a.handler import A2AHandler
-from taskservice.a2a.protocol import agent_card as card
 from taskservice.agents import AgentCatalog
 from taskservice.api.deps import get_caller, get_runtime
 from taskservice.api.errors import problem_responses
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.api.streams import event_stream
 from taskservice.runtime import Runtime
+from taskservice.settings import Settings
 
 router = APIRouter(tags=["a2a"])
-PATH = "/a2a"  # the JSON-RPC endpoint
+PATH = "/a2a"  # the JSON-RPC endpoint, both versions
+INTERFACES = (Interface(PATH, JSONRPC, "1.0"), Interface(PATH, JSONRPC, "0.3"))
+VERSION_HEADER = "A2A-Version"
+CARD_MAX_AGE = 300  # seconds
 
 _RPC_BODY = {
     "requestBody": {
@@ -73,8 +79,14 @@ async def _events(responses: AsyncIterator[jsonrpc.Response]) -> AsyncIterator[S
 )
 async def a2a_rpc(request: Request) -> Response:
     caller = await get_caller(request)  # a missing or bad key is a 401, as on /v1
-    handler = A2AHandler(caller.service, caller.tenant)
-    answer = await jsonrpc.respond(handler, await request.body())
+    catalog = caller.runtime.catalog
+
+    def extended_card() -> dict[str, Any]:
+        return _card(request, caller.settings, catalog, extended=True)
+
+    call = jsonrpc.Call(A2AHandler(caller.service, caller.tenant), extended_card)
+    version = request.headers.get(VERSION_HEADER, request.query_params.get(VERSION_HEADER))
+    answer = await jsonrpc.respond(call, await request.body(), version)
     if isinstance(answer, jsonrpc.Stream):
         return event_stream(_events(answer.responses), caller.settings)
     return Response(json.dumps(answer), media_type="application/json")
@@ -84,17 +96,49 @@ async def _catalog(runtime: Annotated[Runtime, Depends(get_runtime)]) -> AgentCa
     return runtime.catalog
 
 
+def public_base_url(request: Request, settings: Settings) -> str:
+    """Where clients reach this service: the configured public URL, else what the
+    request says (its forwarded scheme and host, behind a proxy)."""
+    if settings.public_url:
+        return settings.public_url.rstrip("/")
+    scheme = request.headers.get("x-forwarded-proto", request.url.scheme).split(",")[0].strip()
+    host = request.headers.get("x-forwarded-host", request.headers.get("host", ""))
+    host = host.split(",")[0].strip() or request.url.netloc
+    prefix = request.headers.get("x-forwarded-prefix", "").rstrip("/")
+    return f"{scheme}://{host}{prefix}"
+
+
+def _card(
+    request: Request, settings: Settings, catalog: AgentCatalog, *, extended: bool
+) -> dict[str, Any]:
+    return agent_card(
+        base_url=public_base_url(request, settings),
+        interfaces=INTERFACES,
+        version=__version__,
+        profiles=catalog.profiles.values(),
+        extended=extended,
+    )
+
+
 @router.get(
     "/.well-known/agent-card.json",
     operation_id="a2aAgentCard",
-    summary="The A2A agent card: skills (agent profiles), endpoint, auth",
+    summary="The A2A agent card (1.0, with the 0.3 fields): interfaces, skills (agent "
+    "profiles), auth",
+    response_description="The card; `ETag` and `Cache-Control` let clients cache it, and "
+    "`If-None-Match` answers 304 when it has not changed",
+    responses={304: {"description": "The card has not changed"}},
 )
-async def agent_card(
-    request: Request, catalog: Annotated[AgentCatalog, Depends(_catalog)]
-) -> dict[str, Any]:
-    return card(
-        base_url=str(request.base_url).rstrip("/"),
-        endpoint=PATH,
-        version=__version__,
-        profiles=catalog.profiles.values(),
-    )
+async def agent_card_route(
+    request: Request, runtime: Annotated[Runtime, Depends(get_runtime)]
+) -> Response:
+    card = _card(request, runtime.settings, runtime.catalog, extended=False)
+    tag = etag(card)
+    headers = {
+        "ETag": tag,
+        "Cache-Control": f"public, max-age={CARD_MAX_AGE}",
+        "Vary": "Host, X-Forwarded-Host, X-Forwarded-Proto, X-Forwarded-Prefix",
+    }
+    if tag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    return Response(json.dumps(card), media_type="application/json", headers=headers)

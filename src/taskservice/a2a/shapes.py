@@ -1,0 +1,99 @@
+"""What the handler answers with, whatever the protocol version writes it as: a task
+seen with its history (`View`), a change a stream tells (`TaskUpdate`); and how a
+version's parameters are read (`params`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from taskservice.a2a.conversation import Message, Part, context, parts_of
+from taskservice.a2a.errors import A2AError, Kind
+from taskservice.models import Task
+from taskservice.states import TaskState
+
+# historyLength: absent = all the history, 0 = none, N = the last N messages.
+HistoryLength = Annotated[int | None, Field(ge=0, le=2**31 - 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A task as an answer shows it: with the part of its history asked for."""
+
+    task: Task
+    history: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskUpdate:
+    """A change of a followed task: the state it moved to (`task` as read after the
+    change), or, with `artifact`, its result just before it is `completed`."""
+
+    task: Task
+    state: TaskState
+    artifact: bool = False
+
+
+Update = View | TaskUpdate
+
+
+def ends_stream(state: TaskState) -> bool:
+    """The states that end a message stream: terminal, or waiting for the client."""
+    return state.is_terminal or state is TaskState.INPUT_REQUIRED
+
+
+def agent_says(update: TaskUpdate) -> Message | None:
+    """The status message of a task in the state it is in now: the question it waits
+    on, or the error it failed with."""
+    task = update.task
+    if update.state is not task.state:
+        return None
+    if task.state is TaskState.INPUT_REQUIRED:
+        request = task.input_request or {}
+        questions = [str(q.get("question") or "") for q in request.get("questions", [])]
+        text = "\n".join(questions) if questions else "waiting for its subtasks"
+    elif task.state is TaskState.FAILED and task.error:
+        text = str(task.error.get("message", task.error))
+    else:
+        return None
+    return Message(
+        "agent",
+        [Part("text", text)],
+        f"{task.id}:{task.event_seq}",
+        task_id=str(task.id),
+        context_id=context(task),
+    )
+
+
+def result_parts(task: Task) -> list[Part]:
+    """A completed task's result: a text part, or a data part holding an object."""
+    result = task.result
+    if isinstance(result, str | dict):
+        return parts_of(result)
+    return [Part("data", {"result": result})]
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=False)
+
+
+P = TypeVar("P", bound=Params)
+
+
+def params(model: type[P], raw: Any) -> P:
+    """`raw` validated as `model`, or INVALID_PARAMS naming each wrong field."""
+    try:
+        return model.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        violations = [(tuple(e["loc"]), e["msg"]) for e in exc.errors(include_url=False)]
+        raise A2AError(Kind.INVALID_PARAMS, violations=violations) from None
+
+
+class TaskId(Params):
+    id: str = Field(min_length=1)
+
+
+class TaskQuery(TaskId):
+    history_length: HistoryLength = Field(default=None, alias="historyLength")

@@ -1,0 +1,159 @@
+"""A2A 0.3 on the wire: its parameters read into the neutral requests, and tasks,
+messages and stream events written in its shapes (`kind` discriminators, lower-case
+states, `final` on the last status update).
+
+| taskservice      | A2A 0.3          | A2A 1.0                     |
+| ---------------- | ---------------- | --------------------------- |
+| `pending`        | `submitted`      | `TASK_STATE_SUBMITTED`      |
+| `running`        | `working`        | `TASK_STATE_WORKING`        |
+| `input_required` | `input-required` | `TASK_STATE_INPUT_REQUIRED` |
+| `completed`      | `completed`      | `TASK_STATE_COMPLETED`      |
+| `failed`         | `failed`         | `TASK_STATE_FAILED`         |
+| `cancelled`      | `canceled`       | `TASK_STATE_CANCELED`       |
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from taskservice.a2a.conversation import Message, Part, SendRequest, context
+from taskservice.a2a.errors import A2AError, Kind
+from taskservice.a2a.shapes import (
+    HistoryLength,
+    Params,
+    TaskUpdate,
+    Update,
+    View,
+    agent_says,
+    params,
+    result_parts,
+)
+from taskservice.models import Task
+from taskservice.states import TaskState
+
+VERSION = "0.3"
+STATES = {
+    TaskState.PENDING: "submitted",
+    TaskState.RUNNING: "working",
+    TaskState.INPUT_REQUIRED: "input-required",
+    TaskState.COMPLETED: "completed",
+    TaskState.FAILED: "failed",
+    TaskState.CANCELLED: "canceled",
+}
+
+
+# -- in ------------------------------------------------------------------------------
+
+
+class MessageIn(Params):
+    kind: Literal["message"] = "message"
+    role: Literal["user", "agent"]
+    parts: list[dict[str, Any]] = Field(min_length=1)
+    message_id: str = Field(alias="messageId", min_length=1, max_length=200)
+    task_id: str | None = Field(default=None, alias="taskId")
+    context_id: str | None = Field(default=None, alias="contextId", max_length=200)
+    metadata: dict[str, Any] | None = None
+
+
+class SendConfiguration(Params):
+    blocking: bool = False
+    history_length: HistoryLength = Field(default=None, alias="historyLength")
+
+
+class SendParams(Params):
+    message: MessageIn
+    configuration: SendConfiguration | None = None
+    metadata: dict[str, Any] | None = None
+
+
+def _part(raw: dict[str, Any]) -> Part:
+    kind = raw.get("kind")
+    if kind == "text" and isinstance(raw.get("text"), str):
+        return Part("text", raw["text"])
+    if kind == "data" and "data" in raw:
+        return Part("data", raw["data"])
+    if kind == "file":
+        return Part("file", raw.get("file"))
+    raise A2AError(Kind.INVALID_PARAMS, f"unknown or malformed part: {kind!r}")
+
+
+def send_request(raw: Any) -> SendRequest:
+    sent = params(SendParams, raw)
+    message, configuration = sent.message, sent.configuration or SendConfiguration()
+    return SendRequest(
+        message=Message(
+            role=message.role,
+            parts=[_part(part) for part in message.parts],
+            message_id=message.message_id,
+            task_id=message.task_id,
+            context_id=message.context_id,
+            metadata=message.metadata,
+        ),
+        wait=configuration.blocking,
+        history_length=configuration.history_length,
+        metadata=sent.metadata or {},
+    )
+
+
+# -- out -----------------------------------------------------------------------------
+
+
+def _parts(parts: list[Part]) -> list[dict[str, Any]]:
+    return [{"kind": part.kind, part.kind: part.value} for part in parts]
+
+
+def message(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kind": "message",
+        "role": m.role,
+        "messageId": m.message_id,
+        "parts": _parts(m.parts),
+    }
+    if m.task_id is not None:
+        out["taskId"] = m.task_id
+    if m.context_id is not None:
+        out["contextId"] = m.context_id
+    return out
+
+
+def status(update: TaskUpdate) -> dict[str, Any]:
+    task = update.task
+    out: dict[str, Any] = {"state": STATES[update.state], "timestamp": task.updated_at.isoformat()}
+    said = agent_says(update)
+    if said is not None:
+        out["message"] = message(said)
+    return out
+
+
+def artifact(t: Task) -> dict[str, Any]:
+    return {"artifactId": f"{t.id}:result", "name": "result", "parts": _parts(result_parts(t))}
+
+
+def task(view: View) -> dict[str, Any]:
+    t = view.task
+    out: dict[str, Any] = {
+        "kind": "task",
+        "id": str(t.id),
+        "contextId": context(t),
+        "status": status(TaskUpdate(t, t.state)),
+        "metadata": {**t.metadata, "taskservice": {"state": t.state.value}},
+    }
+    if t.state is TaskState.COMPLETED:
+        out["artifacts"] = [artifact(t)]
+    if view.history:
+        out["history"] = [message(m) for m in view.history]
+    return out
+
+
+def events(update: Update, *, final: bool) -> list[dict[str, Any]]:
+    """What a stream sends for `update`: the task, or the result as an artifact
+    update, or a status update (`final` on the last one)."""
+    if isinstance(update, View):
+        return [task(update)]
+    ids = {"taskId": str(update.task.id), "contextId": context(update.task)}
+    if update.artifact:
+        body = {**ids, "artifact": artifact(update.task), "lastChunk": True}
+        return [{"kind": "artifact-update", **body}]
+    return [{"kind": "status-update", **ids, "status": status(update), "final": final}]

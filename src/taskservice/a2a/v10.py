@@ -1,0 +1,181 @@
+"""A2A 1.0 on the wire (ProtoJSON of `specification/a2a.proto`): its requests read
+into the neutral ones, and tasks, messages and stream responses written in its
+shapes: enum names (`ROLE_USER`, `TASK_STATE_COMPLETED`), parts without `kind`,
+results and stream events wrapped (`{"task": …}`, `{"statusUpdate": …}`), UTC
+timestamps with milliseconds. The state table is in `a2a.v03`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from taskservice.a2a.conversation import Message, Part, SendRequest, context
+from taskservice.a2a.errors import A2AError, Kind
+from taskservice.a2a.shapes import (
+    HistoryLength,
+    Params,
+    TaskUpdate,
+    Update,
+    View,
+    agent_says,
+    params,
+    result_parts,
+)
+from taskservice.models import Task
+from taskservice.states import TaskState
+
+VERSION = "1.0"
+STATES = {
+    TaskState.PENDING: "TASK_STATE_SUBMITTED",
+    TaskState.RUNNING: "TASK_STATE_WORKING",
+    TaskState.INPUT_REQUIRED: "TASK_STATE_INPUT_REQUIRED",
+    TaskState.COMPLETED: "TASK_STATE_COMPLETED",
+    TaskState.FAILED: "TASK_STATE_FAILED",
+    TaskState.CANCELLED: "TASK_STATE_CANCELED",
+}
+STATE_OF = {name: state for state, name in STATES.items()}
+ROLES = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
+_ROLE_OF: dict[Any, str] = {"ROLE_USER": "user", 1: "user", "ROLE_AGENT": "agent", 2: "agent"}
+
+
+# -- in ------------------------------------------------------------------------------
+
+
+class MessageIn(Params):
+    role: str | int
+    parts: list[dict[str, Any]] = Field(min_length=1)
+    message_id: str = Field(alias="messageId", min_length=1, max_length=200)
+    task_id: str | None = Field(default=None, alias="taskId")
+    context_id: str | None = Field(default=None, alias="contextId", max_length=200)
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("role")
+    @classmethod
+    def _known_role(cls, role: str | int) -> str | int:
+        if role not in _ROLE_OF:
+            raise ValueError("role is ROLE_USER or ROLE_AGENT")
+        return role
+
+
+class SendConfiguration(Params):
+    return_immediately: bool = Field(default=False, alias="returnImmediately")
+    history_length: HistoryLength = Field(default=None, alias="historyLength")
+
+
+class SendParams(Params):
+    message: MessageIn
+    configuration: SendConfiguration | None = None
+    metadata: dict[str, Any] | None = None
+
+
+_CONTENT = ("text", "raw", "url", "data")
+
+
+def _part(raw: dict[str, Any], index: int) -> Part:
+    present = [key for key in _CONTENT if key in raw]
+    if len(present) != 1:
+        raise A2AError(
+            Kind.INVALID_PARAMS,
+            violations=[
+                (("message", "parts", index), "a part holds exactly one of text, raw, url, data")
+            ],
+        )
+    [key] = present
+    if key == "text":
+        if not isinstance(raw["text"], str):
+            raise A2AError(
+                Kind.INVALID_PARAMS, violations=[(("message", "parts", index, "text"), "not text")]
+            )
+        return Part("text", raw["text"])
+    if key == "data":
+        return Part("data", raw["data"])
+    return Part("file", {key: raw[key], "mediaType": raw.get("mediaType")})
+
+
+def send_request(raw: Any) -> SendRequest:
+    sent = params(SendParams, raw)
+    message, configuration = sent.message, sent.configuration or SendConfiguration()
+    role = _ROLE_OF[message.role]
+    return SendRequest(
+        message=Message(
+            role="user" if role == "user" else "agent",
+            parts=[_part(part, i) for i, part in enumerate(message.parts)],
+            message_id=message.message_id,
+            task_id=message.task_id,
+            context_id=message.context_id,
+            metadata=message.metadata,
+        ),
+        wait=not configuration.return_immediately,
+        history_length=configuration.history_length,
+        metadata=sent.metadata or {},
+    )
+
+
+# -- out -----------------------------------------------------------------------------
+
+
+def timestamp(moment: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds: `2025-10-28T10:30:00.000Z`."""
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def _parts(parts: list[Part]) -> list[dict[str, Any]]:
+    return [{part.kind: part.value} for part in parts]
+
+
+def message(m: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "messageId": m.message_id,
+        "role": ROLES[m.role],
+        "parts": _parts(m.parts),
+    }
+    if m.task_id is not None:
+        out["taskId"] = m.task_id
+    if m.context_id is not None:
+        out["contextId"] = m.context_id
+    return out
+
+
+def status(update: TaskUpdate) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "state": STATES[update.state],
+        "timestamp": timestamp(update.task.updated_at),
+    }
+    said = agent_says(update)
+    if said is not None:
+        out["message"] = message(said)
+    return out
+
+
+def artifact(t: Task) -> dict[str, Any]:
+    return {"artifactId": f"{t.id}:result", "name": "result", "parts": _parts(result_parts(t))}
+
+
+def task(view: View, *, artifacts: bool = True) -> dict[str, Any]:
+    t = view.task
+    out: dict[str, Any] = {
+        "id": str(t.id),
+        "contextId": context(t),
+        "status": status(TaskUpdate(t, t.state)),
+        "metadata": {**t.metadata, "taskservice": {"state": t.state.value}},
+    }
+    if artifacts and t.state is TaskState.COMPLETED:
+        out["artifacts"] = [artifact(t)]
+    if view.history:
+        out["history"] = [message(m) for m in view.history]
+    return out
+
+
+def events(update: Update, *, final: bool) -> list[dict[str, Any]]:
+    """What a stream sends for `update`, each a StreamResponse (1.0 has no `final`:
+    the stream ends)."""
+    if isinstance(update, View):
+        return [{"task": task(update)}]
+    ids = {"taskId": str(update.task.id), "contextId": context(update.task)}
+    if update.artifact:
+        body = {**ids, "artifact": artifact(update.task), "append": False, "lastChunk": True}
+        return [{"artifactUpdate": body}]
+    return [{"statusUpdate": {**ids, "status": status(update)}}]

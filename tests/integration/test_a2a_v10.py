@@ -1,0 +1,239 @@
+"""A2A 1.0 over JSON-RPC on `/a2a`: version negotiation, the 1.0 shapes, history,
+streams, errors with typed details, and the agent card's 1.0 form."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from typing import Any
+
+import httpx
+
+from tests.conftest import ClientFactory, LiveFactory
+from tests.integration.helpers import asks_for_a_colour
+
+V1 = {"A2A-Version": "1.0"}
+
+
+def message(text: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "role": "ROLE_USER",
+        "messageId": fields.pop("messageId", str(uuid.uuid4())),
+        "parts": [{"text": text}],
+        **fields,
+    }
+
+
+async def rpc(
+    client: httpx.AsyncClient, method: str, params: Any = None, *, headers: Any = V1
+) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+    response = await client.post("/a2a", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    assert answer["id"] == 7
+    return answer
+
+
+def reason(answer: dict[str, Any]) -> str:
+    [info, *_] = answer["error"]["data"]
+    assert info["@type"] == "type.googleapis.com/google.rpc.ErrorInfo"
+    assert info["domain"] == "a2a-protocol.org"
+    return str(info["reason"])
+
+
+async def stream(client: httpx.AsyncClient, method: str, params: Any) -> list[dict[str, Any]]:
+    body = {"jsonrpc": "2.0", "id": 8, "method": method, "params": params}
+    answers: list[dict[str, Any]] = []
+    async with client.stream("POST", "/a2a", json=body, headers=V1) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                answers.append(json.loads(line[len("data: ") :]))
+    return answers
+
+
+async def test_the_header_picks_the_version_and_the_method_must_be_of_it(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client() as client:
+        sent = await rpc(
+            client,
+            "SendMessage",
+            {"message": message("hi"), "configuration": {"returnImmediately": True}},
+        )
+        task = sent["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+        # No header: 0.3, where SendMessage is not a method of the version asked for.
+        no_header = await rpc(client, "GetTask", {"id": task["id"]}, headers={})
+        assert no_header["error"]["code"] == -32009
+        assert "A2A-Version: 1.0" in no_header["error"]["message"]
+        assert reason(no_header) == "VERSION_NOT_SUPPORTED"
+        old_method = await rpc(client, "tasks/get", {"id": task["id"]})
+        assert old_method["error"]["code"] == -32009
+        unknown = await rpc(client, "GetTask", {"id": task["id"]}, headers={"A2A-Version": "2.0"})
+        assert unknown["error"]["code"] == -32009
+        assert "1.0, 0.3" in unknown["error"]["message"]
+        # A patch number is ignored; the query parameter works as the header does.
+        patch = await rpc(client, "GetTask", {"id": task["id"]}, headers={"A2A-Version": "1.0.3"})
+        assert patch["result"]["id"] == task["id"]
+        body = {"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": task["id"]}}
+        by_query = (await client.post("/a2a?A2A-Version=1.0", json=body)).json()
+        assert by_query["result"]["id"] == task["id"]
+        old = await rpc(client, "tasks/get", {"id": task["id"]}, headers={"A2A-Version": "0.3"})
+        assert old["result"]["status"]["state"] == "submitted"
+
+
+async def test_send_waits_by_default_and_answers_in_1_0_shapes(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client(workers_enabled=True) as client:
+        params = {"message": message("What is A2A?", messageId="m-1"), "metadata": {"k": 1}}
+        task = (await rpc(client, "SendMessage", params))["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", task["status"]["timestamp"])
+    [artifact] = task["artifacts"]
+    [part] = artifact["parts"]
+    assert set(part) == {"text"}
+    assert "What is A2A?" in part["text"]
+    user, agent = task["history"]
+    assert user == {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"text": "What is A2A?"}],
+        "taskId": task["id"],
+        "contextId": task["contextId"],
+    }
+    assert agent["role"] == "ROLE_AGENT"
+    assert agent["parts"] == [part]
+
+
+async def test_history_length_on_get_and_send(make_client: ClientFactory) -> None:
+    async with make_client(workers_enabled=True) as client:
+        params = {"message": message("one"), "configuration": {"historyLength": 1}}
+        task = (await rpc(client, "SendMessage", params))["result"]["task"]
+        assert [m["role"] for m in task["history"]] == ["ROLE_AGENT"]
+        got = (await rpc(client, "GetTask", {"id": task["id"], "historyLength": 0}))["result"]
+        assert "history" not in got
+        got = (await rpc(client, "GetTask", {"id": task["id"]}))["result"]
+        assert len(got["history"]) == 2
+        negative = await rpc(client, "GetTask", {"id": task["id"], "historyLength": -1})
+    assert negative["error"]["code"] == -32602
+    [_, bad_request] = negative["error"]["data"]
+    assert bad_request["@type"] == "type.googleapis.com/google.rpc.BadRequest"
+    assert bad_request["fieldViolations"][0]["field"] == "historyLength"
+
+
+async def test_errors_carry_typed_details(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        missing = await rpc(client, "GetTask", {"id": str(uuid.uuid4())})
+        assert missing["error"]["code"] == -32001
+        assert reason(missing) == "TASK_NOT_FOUND"
+        no_parts = await rpc(client, "SendMessage", {"message": {**message("x"), "parts": []}})
+        assert no_parts["error"]["code"] == -32602
+        assert reason(no_parts) == "INVALID_PARAMS"
+        two = await rpc(
+            client,
+            "SendMessage",
+            {"message": {**message("x"), "parts": [{"text": "a", "data": 1}]}},
+        )
+        assert two["error"]["data"][1]["fieldViolations"][0]["field"] == "message.parts.0"
+        role = await rpc(client, "SendMessage", {"message": {**message("x"), "role": "user"}})
+        assert role["error"]["code"] == -32602
+        file = {**message("x"), "parts": [{"url": "https://example.com/a.pdf"}]}
+        refused = await rpc(client, "SendMessage", {"message": file})
+        assert refused["error"]["code"] == -32005
+        assert reason(refused) == "CONTENT_TYPE_NOT_SUPPORTED"
+        push = await rpc(client, "CreateTaskPushNotificationConfig", {"taskId": "x", "url": "u"})
+        assert push["error"]["code"] == -32003
+        assert (await rpc(client, "Nope", {}))["error"]["code"] == -32601
+        # Bad input changes nothing.
+        assert (await client.get("/v1/tasks")).json()["tasks"] == []
+
+
+async def test_cancel_once_then_not_cancelable(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        params = {"message": message("x"), "configuration": {"returnImmediately": True}}
+        task = (await rpc(client, "SendMessage", params))["result"]["task"]
+        cancelled = (await rpc(client, "CancelTask", {"id": task["id"]}))["result"]
+        assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+        again = await rpc(client, "CancelTask", {"id": task["id"]})
+        assert again["error"]["code"] == -32002
+        assert reason(again) == "TASK_NOT_CANCELABLE"
+        assert again["error"]["data"][0]["metadata"] == {"taskId": task["id"], "state": "cancelled"}
+        late = await rpc(client, "SendMessage", {"message": message("more", taskId=task["id"])})
+        assert late["error"]["code"] == -32004  # a finished task takes no more messages
+
+
+async def test_streams_wrap_each_event_and_subscribe_lasts_through_a_question(
+    make_live: LiveFactory,
+) -> None:
+    async with (
+        make_live(models={"asker": asks_for_a_colour()}, workers_enabled=True) as live,
+        httpx.AsyncClient(base_url=live.url, timeout=20) as client,
+    ):
+        params = {"message": message("paint"), "metadata": {"model": "asker"}}
+        asked = [a["result"] for a in await stream(client, "SendStreamingMessage", params)]
+        task = asked[0]["task"]
+        assert asked[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        question = asked[-1]["statusUpdate"]["status"]["message"]
+        assert question["role"] == "ROLE_AGENT"
+        assert question["parts"] == [{"text": "Which colour?"}]
+        assert all("final" not in a.get("statusUpdate", {}) for a in asked)
+
+        subscription = asyncio.create_task(stream(client, "SubscribeToTask", {"id": task["id"]}))
+        await asyncio.sleep(0.3)
+        assert not subscription.done()  # waiting for input does not end a subscription
+        reply = {"message": message("green", taskId=task["id"], contextId=task["contextId"])}
+        done = (await rpc(client, "SendMessage", reply))["result"]["task"]
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+        seen = [a["result"] for a in await asyncio.wait_for(subscription, 20)]
+        finished = await stream(client, "SubscribeToTask", {"id": task["id"]})
+    assert seen[0]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    kinds = [next(iter(event)) for event in seen[1:]]
+    assert kinds == ["statusUpdate", "artifactUpdate", "statusUpdate"]
+    artifact = seen[2]["artifactUpdate"]
+    assert artifact["artifact"]["parts"] == [{"text": "painted green"}]
+    assert artifact["lastChunk"] is True
+    assert seen[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert {e[k]["taskId"] for e in seen[1:] for k in e} == {task["id"]}
+    # A finished task has nothing to subscribe to.
+    assert [a["error"]["code"] for a in finished] == [-32004]
+
+
+async def test_the_card_lists_the_interfaces_and_caches(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        response = await client.get("/.well-known/agent-card.json")
+        card = response.json()
+        assert card["supportedInterfaces"] == [
+            {"url": "http://testserver/a2a", "protocolBinding": "JSONRPC", "protocolVersion": v}
+            for v in ("1.0", "0.3")
+        ]
+        assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+        assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
+        assert card["capabilities"] == {
+            "streaming": True,
+            "pushNotifications": False,
+            "extendedAgentCard": True,
+        }
+        assert response.headers["cache-control"].startswith("public, max-age=")
+        tag = response.headers["etag"]
+        cached = await client.get("/.well-known/agent-card.json", headers={"If-None-Match": tag})
+        assert cached.status_code == 304
+        # Behind a proxy: the forwarded scheme, host and prefix.
+        forwarded = {
+            "X-Forwarded-Proto": "https",
+            "X-Forwarded-Host": "agents.example.com",
+            "X-Forwarded-Prefix": "/tasks",
+        }
+        proxied = await client.get("/.well-known/agent-card.json", headers=forwarded)
+        assert proxied.json()["url"] == "https://agents.example.com/tasks/a2a"
+        assert proxied.headers["etag"] != tag
+        extended = (await rpc(client, "GetExtendedAgentCard"))["result"]
+        assert "model:offline" in extended["skills"][0]["tags"]
+        assert "model:offline" not in card["skills"][0]["tags"]
+    async with make_client(public_url="https://public.example.com/") as client:
+        card = (await client.get("/.well-known/agent-card.json")).json()
+    assert card["supportedInterfaces"][0]["url"] == "https://public.example.com/a2a"
