@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 import uuid
+from datetime import datetime
 
 from taskservice.errors import InvalidRequest
 
@@ -71,3 +72,25 @@ def decode_cursor(cursor: str) -> uuid.UUID:
     if task_id is None:
         raise InvalidRequest("cursor is not one this service issued", field="cursor")
     return task_id
+
+
+_STATUS_CURSOR = "s1"
+
+
+def encode_status_cursor(at: datetime, task_id: uuid.UUID) -> str:
+    """A page token of a list by status time: the last task's time and id."""
+    raw = f"{_STATUS_CURSOR}|{at.isoformat()}|{task_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_status_cursor(token: str, field: str = "pageToken") -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        version, at, text = raw.split("|")
+        moment = datetime.fromisoformat(at) if version == _STATUS_CURSOR else None
+    except (ValueError, UnicodeDecodeError):
+        moment = None
+    task_id = parse_uuid(text) if moment is not None else None
+    if moment is None or task_id is None or moment.tzinfo is None:
+        raise InvalidRequest(f"{field} is not one this service issued", field=field)
+    return moment, task_id

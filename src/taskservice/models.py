@@ -77,7 +77,8 @@ class Task:
     usage: dict[str, Any]
     event_seq: int
     created_at: datetime
-    updated_at: datetime
+    updated_at: datetime  # the last event
+    status_at: datetime  # the last change of state
     started_at: datetime | None
     finished_at: datetime | None
 
@@ -163,6 +164,17 @@ class TaskFilter:
     context_id: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusQuery:
+    """A list by status time (A2A's ListTasks): by state, context, and status time
+    from `after` on; `cursor` is the last (status time, id) of the previous page."""
+
+    state: TaskState | None = None
+    context_id: str | None = None
+    after: datetime | None = None
+    cursor: tuple[datetime, uuid.UUID] | None = None
 
 
 @dataclass(frozen=True, slots=True)

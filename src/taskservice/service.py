@@ -32,6 +32,7 @@ from taskservice.models import (
     EventFilter,
     EventPage,
     NewTask,
+    StatusQuery,
     Task,
     TaskEvent,
     TaskFilter,
@@ -247,6 +248,15 @@ class TaskService:
                 tenant=tenant, filter=filter, mode=count, timeout_ms=self.settings.count_timeout_ms
             )
         return TaskPage(page, encode_cursor(page[-1].id) if more else None, total)
+
+    async def list_by_status(
+        self, *, tenant: str, query: StatusQuery, limit: int
+    ) -> tuple[list[Task], Total]:
+        """A page by status time, newest first (A2A's ListTasks), and the total."""
+        timeout = self.settings.count_timeout_ms
+        return await self.store.list_by_status(
+            tenant=tenant, query=query, limit=limit, timeout_ms=timeout
+        )
 
     async def cancel(self, *, tenant: str, task_id: str, reason: str | None = None) -> Task:
         """Cancel a pending, running or input_required task.

@@ -237,3 +237,48 @@ async def test_the_card_lists_the_interfaces_and_caches(make_client: ClientFacto
     async with make_client(public_url="https://public.example.com/") as client:
         card = (await client.get("/.well-known/agent-card.json")).json()
     assert card["supportedInterfaces"][0]["url"] == "https://public.example.com/a2a"
+
+
+async def test_list_tasks_pages_by_status_time_newest_first(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        ids = []
+        for i in range(5):
+            sent = {
+                "message": message(f"t{i}", contextId="ctx-a" if i % 2 == 0 else "ctx-b"),
+                "configuration": {"returnImmediately": True},
+            }
+            ids.append((await rpc(client, "SendMessage", sent))["result"]["task"]["id"])
+        await asyncio.sleep(0.05)
+        # Cancelling the first makes it the task whose status changed last.
+        cancelled = (await rpc(client, "CancelTask", {"id": ids[0]}))["result"]
+
+        async def listed(**query: Any) -> dict[str, Any]:
+            answer = await rpc(client, "ListTasks", query)
+            return answer["result"]  # type: ignore[no-any-return]
+
+        first = await listed(pageSize=2)
+        second = await listed(pageSize=2, pageToken=first["nextPageToken"])
+        third = await listed(pageSize=2, pageToken=second["nextPageToken"])
+        context = await listed(contextId="ctx-a")
+        state = await listed(status="TASK_STATE_CANCELED")
+        after = await listed(statusTimestampAfter=cancelled["status"]["timestamp"])
+        with_history = await listed(pageSize=1, historyLength=1)
+        bad = await rpc(
+            client, "ListTasks", {"pageSize": 150, "historyLength": -5, "status": "RUNNING"}
+        )
+        token = await rpc(client, "ListTasks", {"pageToken": "not-a-token"})
+    assert (first["pageSize"], first["totalSize"]) == (2, 5)
+    assert [t["id"] for t in first["tasks"]] == [ids[0], ids[4]]
+    assert all("history" not in t and "artifacts" not in t for t in first["tasks"])
+    assert [t["id"] for t in second["tasks"]] == [ids[3], ids[2]]
+    assert [t["id"] for t in third["tasks"]] == [ids[1]]
+    assert third["nextPageToken"] == ""
+    assert [t["id"] for t in context["tasks"]] == [ids[0], ids[4], ids[2]]
+    assert context["totalSize"] == 3
+    assert context["pageSize"] == 50
+    assert [t["id"] for t in state["tasks"]] == [ids[0]]
+    assert [t["id"] for t in after["tasks"]] == [ids[0]]
+    assert [m["parts"] for m in with_history["tasks"][0]["history"]] == [[{"text": "t0"}]]
+    fields = {v["field"] for v in bad["error"]["data"][1]["fieldViolations"]}
+    assert fields == {"pageSize", "historyLength", "status"}
+    assert token["error"]["code"] == -32602

@@ -1,17 +1,21 @@
-"""The A2A binding (protocol 0.3): another agent talks to taskservice as to any A2A
-agent.
+"""The A2A binding (protocol 1.0 and 0.3, JSON-RPC): another agent talks to
+taskservice as to any A2A agent.
 
-Three parts, the shape of the official A2A SDK:
+Laid out as the official A2A SDK is, bottom up:
 
-- `protocol`: the mapping between A2A and taskservice: states, message parts, the
-  task, status and artifact objects, the agent card, the error codes;
-- `handler`: the methods (send a message, get, cancel, stream the updates), on the
-  same use cases as the REST API (`service.TaskService`), so tenants, limits,
-  idempotency and the state machine are the same; independent of any transport;
-- `jsonrpc`: the JSON-RPC 2.0 adapter: parse a request, call the handler, answer
-  with a response, or with a stream of them for the streaming methods.
+- `errors`: the spec's error kinds, each with its JSON-RPC code, HTTP and gRPC status;
+- `conversation`: what a message's parts make of a task's input, and a task's
+  history read from its ledger;
+- `shapes`: the neutral views the handler answers with (a task with its history, a
+  change a stream tells) and how parameters are validated;
+- `handler`: the operations (send, get, list, cancel, follow), on the same use cases
+  as the REST API (`service.TaskService`), so tenants, limits, idempotency and the
+  state machine are the same; independent of any transport and of the version;
+- `v03`, `v10`: each version's wire shapes, in and out; `card`: the agent card;
+- `jsonrpc`: the JSON-RPC 2.0 adapter of both generations, with the `A2A-Version`
+  check.
 
 The HTTP route (`api/routes/a2a.py`) only authenticates and hands the body over.
-Push notification configs are not built (they answer A2A's error, and the card
+Push notification configs are not built yet (they answer A2A's error, and the card
 says so): register webhooks with `/v1/webhooks`.
 """

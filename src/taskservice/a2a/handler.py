@@ -21,7 +21,8 @@ from taskservice.a2a.shapes import TaskUpdate, Update, View
 from taskservice.agent_options import METADATA_KEYS
 from taskservice.errors import Conflict
 from taskservice.follow import moved_to
-from taskservice.models import Task
+from taskservice.ids import encode_status_cursor
+from taskservice.models import StatusQuery, Task
 from taskservice.service import TaskService
 from taskservice.states import TaskState
 
@@ -108,6 +109,22 @@ class A2AHandler:
 
     async def get(self, task_id: str, history_length: int | None = None) -> View:
         return await self.view(await self.find(task_id), history_length)
+
+    async def list_tasks(
+        self, query: StatusQuery, *, page_size: int, history_length: int | None
+    ) -> tuple[list[View], str, int]:
+        """A page of the caller's tasks by status time, newest first, with the last
+        `history_length` messages of each (none unless asked); the next page's
+        token ("" after the last page); how many tasks match."""
+        tasks, total = await self.service.list_by_status(
+            tenant=self.tenant, query=query, limit=page_size + 1
+        )
+        page = tasks[:page_size]
+        last = page[-1] if len(tasks) > page_size else None
+        token = encode_status_cursor(last.status_at, last.id) if last is not None else ""
+        length = history_length or 0
+        views = [await self.view(task, length) for task in page]
+        return views, token, total.value if total.value is not None else len(page)
 
     async def cancel(self, task_id: str) -> View:
         """Cancel a task that is not finished; a finished one (cancelled included) is

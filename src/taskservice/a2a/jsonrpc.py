@@ -26,9 +26,12 @@ from taskservice.a2a.errors import A2AError, Kind, from_service
 from taskservice.a2a.handler import A2AHandler
 from taskservice.a2a.shapes import TaskId, TaskQuery, Update, View, ends_stream, params
 from taskservice.errors import ServiceError
+from taskservice.ids import decode_status_cursor
+from taskservice.models import StatusQuery
 
 Response = dict[str, Any]
 VERSIONS = (v10.VERSION, v03.VERSION)  # the versions spoken, preferred first
+LIST_PAGE_SIZE = 50  # ListTasks without pageSize (at most 100)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,20 @@ def _stream(wire: ModuleType) -> Streaming:
     return stream
 
 
+async def _list_10(call: Call, raw: Any) -> Any:
+    query = params(v10.ListParams, raw)
+    cursor = decode_status_cursor(query.page_token) if query.page_token else None
+    state = v10.STATE_OF.get(query.status or "")
+    where = StatusQuery(state, query.context_id, query.status_timestamp_after, cursor)
+    size = query.page_size or LIST_PAGE_SIZE
+    views, token, total = await call.handler.list_tasks(
+        where, page_size=size, history_length=query.history_length
+    )
+    return v10.task_list(
+        views, next_token=token, page_size=size, total=total, artifacts=query.include_artifacts
+    )
+
+
 async def _resubscribe_03(call: Call, raw: Any) -> AsyncIterator[dict[str, Any]]:
     query = params(TaskQuery, raw)
     task = await call.handler.find(query.id)
@@ -151,6 +168,7 @@ METHODS: dict[str, Method] = {
     "SendMessage": Method(v10.VERSION, unary=_send(v10, wrap="task")),
     "SendStreamingMessage": Method(v10.VERSION, streaming=_stream(v10)),
     "GetTask": Method(v10.VERSION, unary=_get(v10)),
+    "ListTasks": Method(v10.VERSION, unary=_list_10),
     "CancelTask": Method(v10.VERSION, unary=_cancel(v10)),
     "SubscribeToTask": Method(v10.VERSION, streaming=_subscribe_10),
     "CreateTaskPushNotificationConfig": Method(v10.VERSION, unary=_push_not_supported),

@@ -120,7 +120,7 @@ def message(m: Message) -> dict[str, Any]:
 
 def status(update: TaskUpdate) -> dict[str, Any]:
     task = update.task
-    out: dict[str, Any] = {"state": STATES[update.state], "timestamp": task.updated_at.isoformat()}
+    out: dict[str, Any] = {"state": STATES[update.state], "timestamp": task.status_at.isoformat()}
     said = agent_says(update)
     if said is not None:
         out["message"] = message(said)

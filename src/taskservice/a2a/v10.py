@@ -70,6 +70,30 @@ class SendParams(Params):
     metadata: dict[str, Any] | None = None
 
 
+class ListParams(Params):
+    context_id: str | None = Field(default=None, alias="contextId", max_length=200)
+    status: str | None = None
+    page_size: int | None = Field(default=None, alias="pageSize", ge=1, le=100)
+    page_token: str | None = Field(default=None, alias="pageToken")
+    history_length: HistoryLength = Field(default=None, alias="historyLength")
+    status_timestamp_after: datetime | None = Field(default=None, alias="statusTimestampAfter")
+    include_artifacts: bool = Field(default=False, alias="includeArtifacts")
+
+    @field_validator("status")
+    @classmethod
+    def _known_state(cls, status: str | None) -> str | None:
+        if status is not None and status not in STATE_OF and status != "TASK_STATE_UNSPECIFIED":
+            raise ValueError(f"the states are {', '.join(STATE_OF)}")
+        return status
+
+    @field_validator("status_timestamp_after")
+    @classmethod
+    def _with_zone(cls, moment: datetime | None) -> datetime | None:
+        if moment is not None and moment.tzinfo is None:
+            raise ValueError("an ISO 8601 time with its zone, e.g. 2025-10-28T10:30:00Z")
+        return moment
+
+
 _CONTENT = ("text", "raw", "url", "data")
 
 
@@ -142,7 +166,7 @@ def message(m: Message) -> dict[str, Any]:
 def status(update: TaskUpdate) -> dict[str, Any]:
     out: dict[str, Any] = {
         "state": STATES[update.state],
-        "timestamp": timestamp(update.task.updated_at),
+        "timestamp": timestamp(update.task.status_at),
     }
     said = agent_says(update)
     if said is not None:
@@ -167,6 +191,17 @@ def task(view: View, *, artifacts: bool = True) -> dict[str, Any]:
     if view.history:
         out["history"] = [message(m) for m in view.history]
     return out
+
+
+def task_list(
+    views: list[View], *, next_token: str, page_size: int, total: int, artifacts: bool
+) -> dict[str, Any]:
+    return {
+        "tasks": [task(view, artifacts=artifacts) for view in views],
+        "nextPageToken": next_token,
+        "pageSize": page_size,
+        "totalSize": total,
+    }
 
 
 def events(update: Update, *, final: bool) -> list[dict[str, Any]]:

@@ -33,6 +33,8 @@ def task_from_row(row: Row) -> Task:
         event_seq=row["event_seq"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        # A webhook snapshot from before migration 0007 has no status time.
+        status_at=row["status_at"] or row["updated_at"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
     )
@@ -64,6 +66,7 @@ def pending_task(new: NewTask, row: Row) -> Task:
         event_seq=1,
         created_at=row["created_at"],
         updated_at=row["created_at"],
+        status_at=row["created_at"],
         started_at=None,
         finished_at=None,
     )

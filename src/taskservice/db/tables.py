@@ -75,7 +75,9 @@ tasks = Table(
     # kept, then one saying the rest were dropped (db/eventlog.capped_events).
     Column("log_lines", Integer, nullable=False, server_default=text("0")),
     _created(),
-    Column("updated_at", TZ, nullable=False, server_default=func.now()),
+    Column("updated_at", TZ, nullable=False, server_default=func.now()),  # any event
+    # When the state last changed (set by a trigger, migration 0007): A2A's status time.
+    Column("status_at", TZ, nullable=False, server_default=func.now()),
     Column("started_at", TZ),
     Column("finished_at", TZ),
     CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
@@ -118,6 +120,8 @@ tasks = Table(
         postgresql_where=text("context_id IS NOT NULL"),
     ),
     Index("ix_tasks_parent_id", "parent_id", postgresql_where=text("parent_id IS NOT NULL")),
+    # A2A's ListTasks: by status time, newest first (scanned backwards).
+    Index("ix_tasks_tenant_status_at", "tenant", "status_at", "id"),
 )
 
 task_events = Table(

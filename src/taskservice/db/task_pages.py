@@ -29,6 +29,10 @@ _FILTER_BINDS: dict[str, Any] = {
     "created_before": TIMESTAMP(timezone=True),
     "before_id": _UUID,
     "limit": Integer(),
+    "state": Text(),
+    "status_after": TIMESTAMP(timezone=True),
+    "cursor_at": TIMESTAMP(timezone=True),
+    "cursor_id": _UUID,
 }
 
 
@@ -103,3 +107,33 @@ def filter_params(tenant: str, filter: TaskFilter) -> dict[str, Any]:
         "created_after": filter.created_after,
         "created_before": filter.created_before,
     }
+
+
+def _by_status(state: bool, context: bool, after: bool) -> list[str]:
+    conditions = _filters(parent=False, context=context, after=False, before=False)
+    if state:
+        conditions.append("state = :state")
+    if after:
+        conditions.append("status_at >= :status_after")
+    return conditions
+
+
+@lru_cache(maxsize=32)
+def status_list_statement(state: bool, context: bool, after: bool, cursor: bool) -> Statement:
+    """A2A's ListTasks: by the time the state last changed, newest first (an ordered
+    scan of `(tenant, status_at, id)` backwards); after `(:cursor_at, :cursor_id)`."""
+    conditions = _by_status(state, context, after)
+    if cursor:
+        conditions.append("(status_at, id) < (:cursor_at, :cursor_id)")
+    sql = (
+        f"SELECT * FROM tasks WHERE {' AND '.join(conditions)} "
+        "ORDER BY status_at DESC, id DESC LIMIT :limit"
+    )
+    return text_statement(sql, **dict(_binds(sql)))
+
+
+def status_count_query(
+    state: bool, context: bool, after: bool
+) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    from_where = f"FROM tasks WHERE {' AND '.join(_by_status(state, context, after))}"
+    return from_where, _binds(from_where)

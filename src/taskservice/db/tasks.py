@@ -26,12 +26,20 @@ from taskservice.db.rows import pending_task, task_from_row
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.submits import SubmitBatcher, create_many
 from taskservice.db.tables import tasks
-from taskservice.db.task_pages import count_query, filter_params, list_statement, shape
+from taskservice.db.task_pages import (
+    count_query,
+    filter_params,
+    list_statement,
+    shape,
+    status_count_query,
+    status_list_statement,
+)
 from taskservice.ids import uuid7
 from taskservice.models import (
     CountMode,
     Lease,
     NewTask,
+    StatusQuery,
     Task,
     TaskFilter,
     Total,
@@ -253,6 +261,44 @@ class TaskStore:
             params=filter_params(tenant, filter),
             timeout_ms=timeout_ms,
         )
+
+    async def list_by_status(
+        self, *, tenant: str, query: StatusQuery, limit: int, timeout_ms: int
+    ) -> tuple[list[Task], Total]:
+        """A page by status time, newest first, and how many tasks match (exact,
+        else an estimate when counting takes longer than `timeout_ms`)."""
+        shape = (query.state is not None, query.context_id is not None, query.after is not None)
+        statement = status_list_statement(*shape, query.cursor is not None)
+        at, last_id = query.cursor or (None, None)
+        params = {
+            "tenant": tenant,
+            "state": query.state.value if query.state is not None else None,
+            "context_id": query.context_id,
+            "status_after": query.after,
+            "cursor_at": at,
+            "cursor_id": last_id,
+            "limit": limit,
+        }
+        rows = await self.db.fetch(statement, params)
+        from_where, binds = status_count_query(*shape)
+        total = await count(
+            self.db,
+            "exact",
+            from_where=from_where,
+            binds=binds,
+            params=params,
+            timeout_ms=timeout_ms,
+        )
+        if total.value is None:
+            total = await count(
+                self.db,
+                "estimate",
+                from_where=from_where,
+                binds=binds,
+                params=params,
+                timeout_ms=timeout_ms,
+            )
+        return [task_from_row(row) for row in rows], total
 
     # -- transitions ------------------------------------------------------------
 
