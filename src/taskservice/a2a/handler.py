@@ -29,6 +29,13 @@ from taskservice.states import TaskState
 _CONTEXTS = uuid.UUID("5b0c2f0e-8d55-4b8a-9a57-3f6d2f1a2a00")  # names made-up contexts
 
 
+def _refused(kind: Kind, task: Task, why: str) -> A2AError:
+    """The error refusing what `task`'s state does not allow, naming the task and state."""
+    return A2AError(
+        kind, f"the task is {task.state.value}: {why}", taskId=str(task.id), state=task.state.value
+    )
+
+
 class A2AHandler:
     """One caller's A2A requests: a tenant and the use cases it acts through."""
 
@@ -52,12 +59,7 @@ class A2AHandler:
                     violations=[(("message", "contextId"), "is not the context of the task")],
                 )
             if task.state.is_terminal:
-                raise A2AError(
-                    Kind.UNSUPPORTED_OPERATION,
-                    f"the task is {task.state.value}: it takes no more messages",
-                    taskId=str(task.id),
-                    state=task.state.value,
-                )
+                raise _refused(Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages")
             # A reply to a task that waits for input answers its question.
             return await self.service.provide_input(
                 tenant=self.tenant, task_id=str(task.id), answer=answer_of(message.parts)
@@ -99,6 +101,13 @@ class A2AHandler:
     async def find(self, task_id: str) -> Task:
         return await self.service.get(tenant=self.tenant, task_id=task_id)
 
+    async def subscribable(self, task_id: str) -> Task:
+        """A task that is not finished, to follow to its end."""
+        task = await self.find(task_id)
+        if task.state.is_terminal:
+            raise _refused(Kind.UNSUPPORTED_OPERATION, task, "there is nothing to subscribe to")
+        return task
+
     async def view(self, task: Task, history_length: int | None) -> View:
         """`task` with the last `history_length` messages of its history (all when
         None): the ledger is read only when some are asked for."""
@@ -137,12 +146,7 @@ class A2AHandler:
                 task = await self.find(task_id)
             else:
                 return await self.view(task, None)
-        raise A2AError(
-            Kind.TASK_NOT_CANCELABLE,
-            f"the task is already {task.state.value}",
-            taskId=str(task.id),
-            state=task.state.value,
-        )
+        raise _refused(Kind.TASK_NOT_CANCELABLE, task, "it can no longer be cancelled")
 
     async def updates(
         self, task: Task, *, history_length: int | None, ends: Callable[[TaskState], bool]

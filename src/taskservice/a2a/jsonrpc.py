@@ -131,15 +131,7 @@ async def _resubscribe_03(call: Call, raw: Any) -> AsyncIterator[dict[str, Any]]
 
 
 async def _subscribe_10(call: Call, raw: Any) -> AsyncIterator[dict[str, Any]]:
-    query = params(TaskId, raw)
-    task = await call.handler.find(query.id)
-    if task.state.is_terminal:
-        raise A2AError(
-            Kind.UNSUPPORTED_OPERATION,
-            f"the task is {task.state.value}: there is nothing to subscribe to",
-            taskId=str(task.id),
-            state=task.state.value,
-        )
+    task = await call.handler.subscribable(params(TaskId, raw).id)
     # A subscription lasts until the task is finished, through waits for input.
     updates = call.handler.updates(task, history_length=None, ends=lambda s: s.is_terminal)
     return _written(updates, v10)
