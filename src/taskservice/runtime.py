@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -69,6 +70,7 @@ class Runtime:
     pool: WorkerPool | None
     webhooks: WebhookService
     dispatcher: Dispatcher | None
+    started_at: float = field(default_factory=time.time)  # what this process serves dates from
 
     @classmethod
     @asynccontextmanager

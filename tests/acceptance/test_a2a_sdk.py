@@ -1,9 +1,10 @@
 """Interoperability: the official A2A Python SDK as the client, over real HTTP,
 polling and streaming.
 
-The SDK (1.x) reads the agent card and picks its preferred interface: A2A 1.0 over
-JSON-RPC. Forced onto the card's 0.3 interface, it talks through its 0.3
-compatibility layer, which validates every answer against the 0.3 types.
+The SDK (1.x) reads the agent card and picks an interface it is given: A2A 1.0
+over JSON-RPC or over HTTP+JSON (each test runs on both), or, forced onto the
+card's 0.3 interface, its 0.3 compatibility layer, which validates every answer
+against the 0.3 types.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -52,11 +54,16 @@ async def sent_task(client: Client, request: SendMessageRequest) -> Task:
 
 @asynccontextmanager
 async def a2a_client(
-    make_live: LiveFactory, *, streaming: bool, asker: bool = False, version: str = "1.0"
+    make_live: LiveFactory,
+    *,
+    streaming: bool,
+    asker: bool = False,
+    version: str = "1.0",
+    binding: str = "JSONRPC",
 ) -> AsyncIterator[Client]:
     """The SDK's client for a live server (with workers whose default model asks the
     user a question, when `asker`), found from the server's agent card, on its
-    interface of `version`."""
+    interface of `version` and `binding`."""
     settings: dict[str, Any] = {}
     if asker:
         settings = {
@@ -65,17 +72,29 @@ async def a2a_client(
             "default_model": "asker",
         }
     async with make_live(**settings) as live, httpx.AsyncClient(timeout=30) as http:
-        config = ClientConfig(streaming=streaming, httpx_client=http)
+        config = ClientConfig(
+            streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding]
+        )
         card = parse_agent_card((await http.get(f"{live.url}/.well-known/agent-card.json")).json())
-        interfaces = [i for i in card.supported_interfaces if i.protocol_version == version]
+        interfaces = [
+            i
+            for i in card.supported_interfaces
+            if i.protocol_version == version and i.protocol_binding == binding
+        ]
         assert interfaces, card.supported_interfaces
         del card.supported_interfaces[:]
         card.supported_interfaces.extend(interfaces)
         yield await create_client(card, client_config=config)
 
 
-async def test_the_a2a_sdk_sends_follows_answers_and_cancels(make_live: LiveFactory) -> None:
-    async with a2a_client(make_live, streaming=False, asker=True) as client:
+bindings = pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+
+
+@bindings
+async def test_the_a2a_sdk_sends_follows_answers_and_cancels(
+    make_live: LiveFactory, binding: str
+) -> None:
+    async with a2a_client(make_live, streaming=False, asker=True, binding=binding) as client:
         # A blocking send: the answer comes once the task waits for input.
         asked = await sent_task(client, send_request("paint the fence"))
         assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
@@ -96,16 +115,44 @@ async def test_the_a2a_sdk_sends_follows_answers_and_cancels(make_live: LiveFact
             await client.get_task(GetTaskRequest(id=str(uuid.uuid4())))
 
 
-async def test_the_a2a_sdk_cancels_a_task_it_did_not_wait_for(make_live: LiveFactory) -> None:
-    async with a2a_client(make_live, streaming=False) as client:  # no workers
+@bindings
+async def test_the_a2a_sdk_cancels_a_task_it_did_not_wait_for(
+    make_live: LiveFactory, binding: str
+) -> None:
+    async with a2a_client(make_live, streaming=False, binding=binding) as client:  # no workers
         task = await sent_task(client, send_request("later", wait=False))
         assert task.status.state == TaskState.TASK_STATE_SUBMITTED
         cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
 
 
-async def test_the_a2a_sdk_streams_a_task_to_its_end(make_live: LiveFactory) -> None:
-    async with a2a_client(make_live, streaming=True, asker=True) as client:
+@bindings
+async def test_the_a2a_sdk_lists_tasks_by_pages_and_reads_history(
+    make_live: LiveFactory, binding: str
+) -> None:
+    async with a2a_client(make_live, streaming=False, binding=binding) as client:  # no workers
+        sent = [await sent_task(client, send_request(f"t{i}", wait=False)) for i in range(3)]
+        first = await client.list_tasks(ListTasksRequest(page_size=2))
+        second = await client.list_tasks(
+            ListTasksRequest(page_size=2, page_token=first.next_page_token)
+        )
+        waiting = await client.list_tasks(
+            ListTasksRequest(status=TaskState.TASK_STATE_SUBMITTED, history_length=1)
+        )
+        fetched = await client.get_task(GetTaskRequest(id=sent[0].id, history_length=1))
+        none = await client.get_task(GetTaskRequest(id=sent[0].id, history_length=0))
+    newest_first = [task.id for task in reversed(sent)]
+    assert [task.id for task in first.tasks] == newest_first[:2]
+    assert [task.id for task in second.tasks] == newest_first[2:]
+    assert (first.total_size, second.next_page_token) == (3, "")
+    assert [task.history[0].parts[0].text for task in waiting.tasks] == ["t2", "t1", "t0"]
+    assert [m.parts[0].text for m in fetched.history] == ["t0"]
+    assert list(none.history) == []
+
+
+@bindings
+async def test_the_a2a_sdk_streams_a_task_to_its_end(make_live: LiveFactory, binding: str) -> None:
+    async with a2a_client(make_live, streaming=True, asker=True, binding=binding) as client:
         first = [event async for event in client.send_message(send_request("paint the door"))]
         assert first[0].HasField("task")
         task_id = first[0].task.id

@@ -250,12 +250,14 @@ async def stream_results(
     client: httpx.AsyncClient, method: str, params: Any
 ) -> tuple[str, list[dict[str, Any]]]:
     """POST a streaming method; the content type and every JSON-RPC response it
-    sent, read until the server ends the stream."""
+    sent, read until the server ends the stream (or the one plain response)."""
     body = {"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}
     answers: list[dict[str, Any]] = []
     async with client.stream("POST", "/a2a", json=body) as response:
         assert response.status_code == 200
         content_type = response.headers["content-type"]
+        if content_type.startswith("application/json"):
+            answers.append(json.loads(await response.aread()))
         async for line in response.aiter_lines():
             if line.startswith("data: "):
                 answers.append(json.loads(line[len("data: ") :]))
@@ -326,12 +328,17 @@ async def test_a_stream_pauses_for_input_and_the_answer_streams_to_the_end(
     assert artifact["artifact"]["parts"][0]["text"] == "painted green"
 
 
-async def test_a_streaming_method_reports_errors_in_its_stream(make_live: LiveFactory) -> None:
+async def test_a_refused_streaming_request_is_answered_without_a_stream(
+    make_live: LiveFactory,
+) -> None:
     async with make_live() as live, httpx.AsyncClient(base_url=live.url, timeout=10) as client:
         content_type, bad = await stream_results(client, "message/stream", {})
-        assert content_type.startswith("text/event-stream")
+        assert content_type.startswith("application/json")
         assert [a["error"]["code"] for a in bad] == [-32602]
-        _, missing = await stream_results(client, "tasks/resubscribe", {"id": str(uuid.uuid4())})
+        content_type, missing = await stream_results(
+            client, "tasks/resubscribe", {"id": str(uuid.uuid4())}
+        )
+        assert content_type.startswith("application/json")
         assert [a["error"]["code"] for a in missing] == [-32001]
         assert (await client.get("/v1/tasks")).json()["tasks"] == []  # nothing was created
 

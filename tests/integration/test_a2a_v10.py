@@ -48,6 +48,8 @@ async def stream(client: httpx.AsyncClient, method: str, params: Any) -> list[di
     body = {"jsonrpc": "2.0", "id": 8, "method": method, "params": params}
     answers: list[dict[str, Any]] = []
     async with client.stream("POST", "/a2a", json=body, headers=V1) as response:
+        if response.headers["content-type"].startswith("application/json"):
+            return [json.loads(await response.aread())]  # refused: no stream
         assert response.headers["content-type"].startswith("text/event-stream")
         async for line in response.aiter_lines():
             if line.startswith("data: "):
@@ -66,13 +68,16 @@ async def test_the_header_picks_the_version_and_the_method_must_be_of_it(
         )
         task = sent["result"]["task"]
         assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
-        # No header: 0.3, where SendMessage is not a method of the version asked for.
+        # No header: a method only 1.0 has is served as 1.0, one of 0.3 as 0.3.
         no_header = await rpc(client, "GetTask", {"id": task["id"]}, headers={})
-        assert no_header["error"]["code"] == -32009
-        assert "A2A-Version: 1.0" in no_header["error"]["message"]
-        assert reason(no_header) == "VERSION_NOT_SUPPORTED"
+        assert no_header["result"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+        legacy = await rpc(client, "tasks/get", {"id": task["id"]}, headers={})
+        assert legacy["result"]["status"]["state"] == "submitted"
+        # A version that is not the method's is refused, naming the header to send.
         old_method = await rpc(client, "tasks/get", {"id": task["id"]})
         assert old_method["error"]["code"] == -32009
+        assert "A2A-Version: 0.3" in old_method["error"]["message"]
+        assert reason(old_method) == "VERSION_NOT_SUPPORTED"
         unknown = await rpc(client, "GetTask", {"id": task["id"]}, headers={"A2A-Version": "2.0"})
         assert unknown["error"]["code"] == -32009
         assert "1.0, 0.3" in unknown["error"]["message"]
@@ -208,8 +213,12 @@ async def test_the_card_lists_the_interfaces_and_caches(make_client: ClientFacto
         response = await client.get("/.well-known/agent-card.json")
         card = response.json()
         assert card["supportedInterfaces"] == [
-            {"url": "http://testserver/a2a", "protocolBinding": "JSONRPC", "protocolVersion": v}
-            for v in ("1.0", "0.3")
+            {"url": f"http://testserver{path}", "protocolBinding": binding, "protocolVersion": v}
+            for path, binding, v in [
+                ("/a2a", "JSONRPC", "1.0"),
+                ("/a2a/rest", "HTTP+JSON", "1.0"),
+                ("/a2a", "JSONRPC", "0.3"),
+            ]
         ]
         assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
         assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
@@ -219,6 +228,7 @@ async def test_the_card_lists_the_interfaces_and_caches(make_client: ClientFacto
             "extendedAgentCard": True,
         }
         assert response.headers["cache-control"].startswith("public, max-age=")
+        assert response.headers["last-modified"].endswith(" GMT")
         tag = response.headers["etag"]
         cached = await client.get("/.well-known/agent-card.json", headers={"If-None-Match": tag})
         assert cached.status_code == 304
@@ -264,7 +274,14 @@ async def test_list_tasks_pages_by_status_time_newest_first(make_client: ClientF
         after = await listed(statusTimestampAfter=cancelled["status"]["timestamp"])
         with_history = await listed(pageSize=1, historyLength=1)
         bad = await rpc(
-            client, "ListTasks", {"pageSize": 150, "historyLength": -5, "status": "RUNNING"}
+            client,
+            "ListTasks",
+            {
+                "pageSize": 150,
+                "historyLength": -5,
+                "status": "RUNNING",
+                "statusTimestampAfter": "-1",
+            },
         )
         token = await rpc(client, "ListTasks", {"pageToken": "not-a-token"})
     assert (first["pageSize"], first["totalSize"]) == (2, 5)
@@ -280,5 +297,5 @@ async def test_list_tasks_pages_by_status_time_newest_first(make_client: ClientF
     assert [t["id"] for t in after["tasks"]] == [ids[0]]
     assert [m["parts"] for m in with_history["tasks"][0]["history"]] == [[{"text": "t0"}]]
     fields = {v["field"] for v in bad["error"]["data"][1]["fieldViolations"]}
-    assert fields == {"pageSize", "historyLength", "status"}
+    assert fields == {"pageSize", "historyLength", "status", "statusTimestampAfter"}
     assert token["error"]["code"] == -32602

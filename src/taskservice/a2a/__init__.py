@@ -1,5 +1,5 @@
-"""The A2A binding (protocol 1.0 and 0.3, JSON-RPC): another agent talks to
-taskservice as to any A2A agent.
+"""The A2A binding (protocol 1.0 over JSON-RPC and HTTP+JSON, 0.3 over JSON-RPC):
+another agent talks to taskservice as to any A2A agent.
 
 Laid out as the official A2A SDK is, bottom up:
 
@@ -12,10 +12,13 @@ Laid out as the official A2A SDK is, bottom up:
   as the REST API (`service.TaskService`), so tenants, limits, idempotency and the
   state machine are the same; independent of any transport and of the version;
 - `v03`, `v10`: each version's wire shapes, in and out; `card`: the agent card;
-- `jsonrpc`: the JSON-RPC 2.0 adapter of both generations, with the `A2A-Version`
-  check.
+- `methods`: every method of both generations, read from a JSON object of
+  parameters and answered in its version's shapes, and the `A2A-Version` check;
+- `jsonrpc`, `rest`: the bindings, JSON-RPC 2.0 (both generations) and HTTP+JSON
+  (1.0): each only unwraps a request into a method's parameters and wraps its answer.
 
-The HTTP route (`api/routes/a2a.py`) only authenticates and hands the body over.
+The HTTP routes (`api/routes/a2a.py`, `a2a_rest.py`) only authenticate and hand the
+request over.
 Push notification configs are not built yet (they answer A2A's error, and the card
 says so): register webhooks with `/v1/webhooks`.
 """

@@ -74,7 +74,8 @@ class Kind(Enum):
 class A2AError(Exception):
     """An A2A error: its kind, a message, what it concerns (`info`, shown as the
     ErrorInfo's metadata in 1.0 and as `data` in 0.3) and, for invalid parameters,
-    which fields are wrong and why."""
+    which fields are wrong and why. `http_status` overrides the kind's where HTTP has
+    a closer answer (a body that is not JSON is a 415; a forbidden one a 403)."""
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class A2AError(Exception):
         message: str | None = None,
         *,
         violations: list[tuple[tuple[str | int, ...], str]] | None = None,
+        http_status: int | None = None,
         **info: Any,
     ) -> None:
         self.kind = kind
@@ -89,6 +91,7 @@ class A2AError(Exception):
         super().__init__(self.message)
         self.info = info
         self.violations = violations or []
+        self.http_status = http_status or kind.http_status
 
     @property
     def code(self) -> int:
@@ -116,6 +119,17 @@ class A2AError(Exception):
             details.append({"@type": BAD_REQUEST, "fieldViolations": violations})
         return details
 
+    def status(self) -> dict[str, Any]:
+        """The HTTP+JSON error body: a `google.rpc.Status` (AIP-193) with the details."""
+        return {
+            "error": {
+                "code": self.http_status,
+                "status": self.kind.grpc_status,
+                "message": self.message,
+                "details": self.details(),
+            }
+        }
+
 
 def from_service(exc: ServiceError) -> A2AError:
     """The A2A error for a refusal of the use cases."""
@@ -124,4 +138,11 @@ def from_service(exc: ServiceError) -> A2AError:
         return A2AError(Kind.TASK_NOT_FOUND, **info)
     if isinstance(exc, DatabaseUnavailable):
         return A2AError(Kind.UNAVAILABLE, exc.detail, retryable=True)
-    return A2AError(Kind.INVALID_PARAMS, exc.detail, **exc.extensions)
+    # Refused input (422), a conflicting retry (409), a body too large (413), a
+    # forbidden request (403): invalid parameters, and on HTTP the same status.
+    return A2AError(
+        Kind.INVALID_PARAMS, exc.detail, http_status=_HTTP.get(exc.status), **exc.extensions
+    )
+
+
+_HTTP = {403: 403, 409: 409, 413: 413}  # HTTP statuses kept; the rest are a 400

@@ -86,6 +86,15 @@ class ListParams(Params):
             raise ValueError(f"the states are {', '.join(STATE_OF)}")
         return status
 
+    @field_validator("status_timestamp_after", mode="before")
+    @classmethod
+    def _iso_text(cls, moment: Any) -> Any:
+        # ProtoJSON writes a Timestamp as RFC 3339 text; numbers (seconds since the
+        # epoch, "-1") are not one.
+        if moment is not None and not (isinstance(moment, str) and "T" in moment.upper()):
+            raise ValueError("an RFC 3339 time with its zone, e.g. 2025-10-28T10:30:00Z")
+        return moment
+
     @field_validator("status_timestamp_after")
     @classmethod
     def _with_zone(cls, moment: datetime | None) -> datetime | None:

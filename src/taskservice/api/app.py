@@ -16,7 +16,17 @@ from taskservice import __version__
 from taskservice.api import errors
 from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
-from taskservice.api.routes import a2a, agents, firehose, health, messages, tasks, tokens, webhooks
+from taskservice.api.routes import (
+    a2a,
+    a2a_rest,
+    agents,
+    firehose,
+    health,
+    messages,
+    tasks,
+    tokens,
+    webhooks,
+)
 from taskservice.api.sse import StreamGate, run_streams_after_routing
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
@@ -55,7 +65,9 @@ def _document(app: FastAPI) -> None:
         if app.openapi_schema is None:
             schema = generate()  # generate() caches what it returns
             declare_bearer_auth(schema)
-            errors.document_problems(schema, jsonrpc_paths=(a2a.PATH,))
+            errors.document_problems(
+                schema, jsonrpc_paths=(a2a.PATH,), own_errors=a2a_rest.BASE + "/"
+            )
         return app.openapi_schema or {}
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -98,11 +110,13 @@ def create_app(
     app.include_router(webhooks.router)
     app.include_router(health.router)
     app.include_router(a2a.router)
+    app.include_router(a2a_rest.router)
     app.add_middleware(
         RequestGuard,
         max_bytes=settings.max_body_bytes,
         max_json_depth=settings.max_json_depth,
-        jsonrpc_paths=(a2a.PATH,),
+        jsonrpc_paths=a2a.PATHS,
+        status_prefix=a2a_rest.BASE,
     )
     if settings.cors_origins:
         app.add_middleware(

@@ -36,10 +36,11 @@ BEARER_SCHEME = {
 
 
 def declare_bearer_auth(spec: dict[str, Any]) -> None:
-    """Every `/v1` operation, and A2A's `/a2a`, takes `Authorization: Bearer <API key>`."""
+    """Every `/v1` operation, and A2A's (`/a2a`, `/a2a/rest/…`), takes
+    `Authorization: Bearer <API key>`."""
     spec.setdefault("components", {})["securitySchemes"] = BEARER_SCHEME
     for path, operations in spec.get("paths", {}).items():
-        if path.startswith("/v1/") or path == "/a2a":
+        if path.startswith(("/v1/", "/a2a/")) or path == "/a2a":
             for operation in operations.values():
                 operation["security"] = [{"HTTPBearer": []}]
 

@@ -104,13 +104,18 @@ def _documented(status: int) -> dict[str, Any]:
     return doc
 
 
-def document_problems(schema: dict[str, Any], *, jsonrpc_paths: Collection[str] = ()) -> None:
+def document_problems(
+    schema: dict[str, Any], *, jsonrpc_paths: Collection[str] = (), own_errors: str = "-"
+) -> None:
     """Say in the OpenAPI `schema` what every route really answers: a route taking a
     body can answer 400, 413 and 415 (`limits.RequestGuard`, before the route runs;
     a JSON-RPC path answers malformed JSON with a JSON-RPC error), one behind a key
     503 when the database is unavailable, and every 422 is a problem document, not
-    FastAPI's default `HTTPValidationError`."""
+    FastAPI's default `HTTPValidationError`. Paths under `own_errors` (A2A's
+    HTTP+JSON binding) document their own errors."""
     for path, item in schema.get("paths", {}).items():
+        if path.startswith(own_errors):
+            continue
         for operation in item.values():
             responses = operation.setdefault("responses", {})
             if "requestBody" in operation:

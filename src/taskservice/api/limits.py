@@ -3,7 +3,8 @@ bodies size, media type, and the JSON itself (`jsonvalues.check_body`).
 
 A refusal here is final and changes nothing. On the REST API it is
 `application/problem+json`; on a JSON-RPC endpoint (`/a2a`) it is a JSON-RPC error
-with a null id, since the request was not read.
+with a null id, since the request was not read; on A2A's HTTP+JSON binding
+(`/a2a/rest`) a `google.rpc.Status`, as its clients read errors.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from taskservice.a2a.errors import A2AError, Kind
+from taskservice.a2a.rest import MEDIA_TYPE as A2A_JSON
 from taskservice.api.errors import PROBLEM_JSON
 from taskservice.jsonvalues import JsonRefused, NotJson, check_body
 
@@ -29,6 +32,13 @@ DRAIN_SECONDS = 10.0
 # JSON-RPC 2.0 error codes for a refused body.
 RPC_PARSE_ERROR = -32700
 RPC_INVALID_REQUEST = -32600
+# The A2A error each refusal is on the HTTP+JSON binding (where a 422 is a 400).
+A2A_KIND_OF = {
+    400: Kind.PARSE_ERROR,
+    413: Kind.INVALID_REQUEST,
+    415: Kind.CONTENT_TYPE_NOT_SUPPORTED,
+    422: Kind.INVALID_REQUEST,
+}
 
 
 def _is_json(content_type: bytes) -> bool:
@@ -62,11 +72,13 @@ class RequestGuard:
         max_bytes: int,
         max_json_depth: int,
         jsonrpc_paths: Collection[str] = (),
+        status_prefix: str | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.max_json_depth = max_json_depth
         self.jsonrpc_paths = frozenset(jsonrpc_paths)
+        self.status_prefix = status_prefix + "/" if status_prefix else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -218,6 +230,14 @@ class RequestGuard:
         detail: str,
         **extensions: Any,
     ) -> None:
+        if self.status_prefix and scope["path"].startswith(self.status_prefix):
+            refused = A2AError(
+                A2A_KIND_OF[status], detail, http_status=400 if status == 422 else status
+            )
+            await self._send(
+                send, refused.http_status, A2A_JSON, refused.status(), close=status == 413
+            )
+            return
         payload = {
             "type": f"https://taskservice.dev/problems/{kind}",
             "title": title,

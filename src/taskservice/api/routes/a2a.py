@@ -1,5 +1,5 @@
 """The A2A binding over HTTP: the agent card and `POST /a2a` (JSON-RPC 2.0, A2A 1.0
-and 0.3).
+and 0.3; HTTP+JSON is `a2a_rest`).
 
 Authenticates as `/v1` does (a missing or bad key is a 401), then hands the body and
 the `A2A-Version` header to the JSON-RPC adapter (`a2a.jsonrpc`); streaming methods
@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from email.utils import formatdate
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from sse_starlette import ServerSentEvent
 
 from taskservice import __version__
-from taskservice.a2a import jsonrpc
-from taskservice.a2a.card import JSONRPC, Interface, agent_card, etag
+from taskservice.a2a import jsonrpc, methods
+from taskservice.a2a.card import HTTP_JSON, JSONRPC, Interface, agent_card, etag
 from taskservice.a2a.handler import A2AHandler
-from taskservice.agents import AgentCatalog
 from taskservice.api.deps import get_caller, get_runtime
 from taskservice.api.errors import problem_responses
 from taskservice.api.sse import SSE_CONTENT
@@ -30,7 +30,13 @@ from taskservice.settings import Settings
 
 router = APIRouter(tags=["a2a"])
 PATH = "/a2a"  # the JSON-RPC endpoint, both versions
-INTERFACES = (Interface(PATH, JSONRPC, "1.0"), Interface(PATH, JSONRPC, "0.3"))
+PATHS = (PATH, PATH + "/")  # a client that joins paths with a slash finds it too
+REST_PATH = "/a2a/rest"  # the HTTP+JSON binding's base (`a2a_rest`)
+INTERFACES = (
+    Interface(PATH, JSONRPC, "1.0"),
+    Interface(REST_PATH, HTTP_JSON, "1.0"),
+    Interface(PATH, JSONRPC, "0.3"),
+)
 VERSION_HEADER = "A2A-Version"
 CARD_MAX_AGE = 300  # seconds
 
@@ -45,7 +51,7 @@ _RPC_BODY = {
                     "properties": {
                         "jsonrpc": {"const": "2.0"},
                         "id": {"type": ["string", "integer"]},
-                        "method": {"enum": jsonrpc.NAMES},
+                        "method": {"enum": methods.NAMES},
                         "params": {"type": "object"},
                     },
                 }
@@ -63,37 +69,34 @@ async def _events(responses: AsyncIterator[jsonrpc.Response]) -> AsyncIterator[S
 @router.post(
     PATH,
     operation_id="a2aJsonRpc",
-    summary="A2A JSON-RPC 2.0: message/send, message/stream, tasks/get, tasks/cancel, "
-    "tasks/resubscribe",
+    summary="A2A JSON-RPC 2.0 (1.0: SendMessage, SendStreamingMessage, GetTask, ListTasks, "
+    "CancelTask, SubscribeToTask, GetExtendedAgentCard; 0.3: message/send, message/stream, "
+    "tasks/get, tasks/cancel, tasks/resubscribe)",
     response_description="A JSON-RPC response: `result`, or `error` with an A2A code; "
-    "for message/stream and tasks/resubscribe, an SSE stream of them",
+    "for the streaming methods, an SSE stream of them",
     responses={
         200: {
-            "description": "A JSON-RPC response; for message/stream and tasks/resubscribe "
-            "an SSE stream whose events are JSON-RPC responses",
+            "description": "A JSON-RPC response; for the streaming methods an SSE stream "
+            "whose events are JSON-RPC responses (a refusal is a plain response)",
             "content": SSE_CONTENT,
         },
         **problem_responses(401, 413, 415),
     },
     openapi_extra=_RPC_BODY,
 )
+@router.post(PATH + "/", include_in_schema=False)
 async def a2a_rpc(request: Request) -> Response:
     caller = await get_caller(request)  # a missing or bad key is a 401, as on /v1
-    catalog = caller.runtime.catalog
 
     def extended_card() -> dict[str, Any]:
-        return _card(request, caller.settings, catalog, extended=True)
+        return card_for(request, caller.runtime, extended=True)
 
-    call = jsonrpc.Call(A2AHandler(caller.service, caller.tenant), extended_card)
+    call = methods.Call(A2AHandler(caller.service, caller.tenant), extended_card)
     version = request.headers.get(VERSION_HEADER, request.query_params.get(VERSION_HEADER))
     answer = await jsonrpc.respond(call, await request.body(), version)
     if isinstance(answer, jsonrpc.Stream):
         return event_stream(_events(answer.responses), caller.settings)
     return Response(json.dumps(answer), media_type="application/json")
-
-
-async def _catalog(runtime: Annotated[Runtime, Depends(get_runtime)]) -> AgentCatalog:
-    return runtime.catalog
 
 
 def public_base_url(request: Request, settings: Settings) -> str:
@@ -108,14 +111,13 @@ def public_base_url(request: Request, settings: Settings) -> str:
     return f"{scheme}://{host}{prefix}"
 
 
-def _card(
-    request: Request, settings: Settings, catalog: AgentCatalog, *, extended: bool
-) -> dict[str, Any]:
+def card_for(request: Request, runtime: Runtime, *, extended: bool) -> dict[str, Any]:
+    """The card (or with `extended` the authenticated caller's) as seen from `request`."""
     return agent_card(
-        base_url=public_base_url(request, settings),
+        base_url=public_base_url(request, runtime.settings),
         interfaces=INTERFACES,
         version=__version__,
-        profiles=catalog.profiles.values(),
+        profiles=runtime.catalog.profiles.values(),
         extended=extended,
     )
 
@@ -132,10 +134,13 @@ def _card(
 async def agent_card_route(
     request: Request, runtime: Annotated[Runtime, Depends(get_runtime)]
 ) -> Response:
-    card = _card(request, runtime.settings, runtime.catalog, extended=False)
+    card = card_for(request, runtime, extended=False)
     tag = etag(card)
     headers = {
         "ETag": tag,
+        # What the card shows is fixed when the service starts (its profiles, its
+        # settings), but for the URLs that follow the request.
+        "Last-Modified": formatdate(runtime.started_at, usegmt=True),
         "Cache-Control": f"public, max-age={CARD_MAX_AGE}",
         "Vary": "Host, X-Forwarded-Host, X-Forwarded-Proto, X-Forwarded-Prefix",
     }
