@@ -141,6 +141,18 @@ async def test_errors_are_statuses_with_the_spec_s_http_codes(make_client: Clien
         assert (await client.get("/v1/tasks")).json()["tasks"] == []
 
 
+async def test_the_operations_are_at_the_root_too(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        sent = await client.post("/message:send", content=later("root"), headers=A2A_JSON)
+        task = sent.json()["task"]
+        got = await client.get(f"/tasks/{task['id']}")
+        assert got.json()["id"] == task["id"]
+        broken = await client.post("/message:send", content=b"{", headers=A2A_JSON)
+        refusal(broken, 400, "PARSE_ERROR")
+        spec = (await client.get("/openapi.json")).json()
+    assert "/message:send" not in spec["paths"]  # documented once, under /a2a/rest
+
+
 async def test_a_missing_key_is_an_unauthenticated_status(
     make_client: ClientFactory, db: AsyncEngine
 ) -> None:
@@ -177,3 +189,18 @@ async def test_streams_are_sse_of_stream_responses(make_live: LiveFactory) -> No
             refusal(finished, 400, "UNSUPPORTED_OPERATION")
         unknown = await events(client, "POST", f"/tasks/{uuid.uuid4()}:subscribe")
         refusal(unknown, 404, "TASK_NOT_FOUND")
+
+
+async def test_proto_field_names_are_read_as_json_names_are(make_client: ClientFactory) -> None:
+    body = {
+        "message": {"role": "ROLE_USER", "message_id": "snake-1", "parts": [{"text": "hi"}]},
+        "configuration": {"return_immediately": True, "history_length": 0},
+    }
+    async with make_client() as client:
+        sent = await client.post(f"{BASE}/message:send", content=json.dumps(body), headers=A2A_JSON)
+        task = sent.json()["task"]
+        assert "history" not in task
+        assert task["metadata"]["a2a"] == {"messageId": "snake-1"}
+        listed = await client.get(f"{BASE}/tasks", params={"page_size": 1, "history_length": 1})
+    assert listed.json()["pageSize"] == 1
+    assert [m["messageId"] for m in listed.json()["tasks"][0]["history"]] == ["snake-1"]

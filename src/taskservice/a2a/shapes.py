@@ -76,7 +76,10 @@ def result_parts(task: Task) -> list[Part]:
 
 
 class Params(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=False)
+    """A request's parameters. Fields are read by their JSON name (`messageId`) or, as
+    ProtoJSON parsers must accept too, by the proto field name (`message_id`)."""
+
+    model_config = ConfigDict(extra="ignore", validate_by_alias=True, validate_by_name=True)
 
 
 P = TypeVar("P", bound=Params)

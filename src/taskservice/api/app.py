@@ -116,7 +116,7 @@ def create_app(
         max_bytes=settings.max_body_bytes,
         max_json_depth=settings.max_json_depth,
         jsonrpc_paths=a2a.PATHS,
-        status_prefix=a2a_rest.BASE,
+        status_prefixes=a2a_rest.PREFIXES,
     )
     if settings.cors_origins:
         app.add_middleware(

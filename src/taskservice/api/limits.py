@@ -72,13 +72,13 @@ class RequestGuard:
         max_bytes: int,
         max_json_depth: int,
         jsonrpc_paths: Collection[str] = (),
-        status_prefix: str | None = None,
+        status_prefixes: tuple[str, ...] = (),
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.max_json_depth = max_json_depth
         self.jsonrpc_paths = frozenset(jsonrpc_paths)
-        self.status_prefix = status_prefix + "/" if status_prefix else None
+        self.status_prefixes = status_prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -230,7 +230,7 @@ class RequestGuard:
         detail: str,
         **extensions: Any,
     ) -> None:
-        if self.status_prefix and scope["path"].startswith(self.status_prefix):
+        if self.status_prefixes and scope["path"].startswith(self.status_prefixes):
             refused = A2AError(
                 A2A_KIND_OF[status], detail, http_status=400 if status == 422 else status
             )

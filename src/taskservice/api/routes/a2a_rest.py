@@ -1,4 +1,5 @@
-"""A2A 1.0's HTTP+JSON binding under `/a2a/rest` (the card announces it): a route per
+"""A2A 1.0's HTTP+JSON binding under `/a2a/rest` (the card announces it; also at the
+root, see `ALIAS`): a route per
 operation of `a2a.rest`, each authenticating as `/v1` does, then handing the path,
 query, body and `A2A-Version` to the adapter. Refusals, a missing key's included,
 are `google.rpc.Status` bodies (`application/a2a+json`), as an A2A client reads
@@ -28,6 +29,11 @@ from taskservice.errors import ServiceError
 
 router = APIRouter(tags=["a2a"])
 BASE = "/a2a/rest"
+# The operations are at the root too, undocumented there, where the A2A SDK's servers
+# mount them: for clients that join absolute paths to the interface URL and so drop
+# its path (the 1.0 conformance kit's default branch does).
+ALIAS = ""
+PREFIXES = (BASE + "/", ALIAS + "/message:", ALIAS + "/tasks")  # where errors are Statuses
 
 # The gRPC status an HTTP refusal before the method (authentication) is told with.
 _STATUS_OF = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 503: "UNAVAILABLE"}
@@ -155,6 +161,12 @@ for _operation in rest.OPERATIONS:
             },
         },
         openapi_extra=_documented(_operation),
+    )
+    router.add_api_route(
+        ALIAS + _operation.path,
+        _endpoint(_operation),
+        methods=[_operation.verb],
+        include_in_schema=False,
     )
 
 _KNOWN = [(compile_path(op.path)[0], op.path) for op in rest.OPERATIONS]
