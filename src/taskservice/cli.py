@@ -72,6 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from taskservice.a2a.push import FORMATS
     from taskservice.runtime import Runtime
 
     settings = _settings(args)
@@ -81,7 +82,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        async with Runtime.open(settings, api=False, workers=True):
+        async with Runtime.open(settings, api=False, workers=True, push_formats=FORMATS):
             kind = type(loop).__module__.partition(".")[0]  # uvloop or asyncio
             log.info("worker running on %s; SIGTERM or Ctrl-C stops it", kind)
             await stop.wait()

@@ -35,7 +35,7 @@ from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.tokens import StreamTokens
 from taskservice.tools import ToolFunction
-from taskservice.webhooks.dispatcher import Dispatcher
+from taskservice.webhooks.dispatcher import Dispatcher, PushFormats
 from taskservice.webhooks.subscriptions import WebhookService
 from taskservice.worker.executor import Executor
 from taskservice.worker.pool import WorkerPool
@@ -83,7 +83,10 @@ class Runtime:
         models: Mapping[str, Model] | None = None,
         tools: Mapping[str, ToolFunction] | None = None,
         migrate_schema: bool = True,
+        push_formats: PushFormats | None = None,
     ) -> AsyncIterator[Runtime]:
+        """`push_formats`: how the dispatcher writes A2A push notifications (given by
+        the A2A transport, `a2a.push.FORMATS`, which sits above the runtime)."""
         url = await resolve_database_url(settings)
         if migrate_schema:
             await migrate.upgrade(url)
@@ -124,7 +127,11 @@ class Runtime:
             if settings.webhooks_enabled:
                 # Made before the hub starts, which then LISTENs on its channel too.
                 dispatcher = Dispatcher(
-                    store=OutboxStore(db), tasks=store, hub=hub, settings=settings
+                    store=OutboxStore(db),
+                    tasks=store,
+                    hub=hub,
+                    settings=settings,
+                    push_formats=push_formats,
                 )
             await hub.start()
             stack.push_async_callback(hub.stop)

@@ -20,8 +20,12 @@ import pytest
 from a2a.client import Client, ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
+    AuthenticationInfo,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -29,11 +33,13 @@ from a2a.types import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
-from tests.conftest import LiveFactory
+from tests.conftest import LiveFactory, wait_for
+from tests.fakes.webhook_receiver import Receiver
 from tests.integration.helpers import asks_for_a_colour
 
 
@@ -60,13 +66,14 @@ async def a2a_client(
     asker: bool = False,
     version: str = "1.0",
     binding: str = "JSONRPC",
+    **overrides: Any,
 ) -> AsyncIterator[Client]:
     """The SDK's client for a live server (with workers whose default model asks the
     user a question, when `asker`), found from the server's agent card, on its
     interface of `version` and `binding`."""
-    settings: dict[str, Any] = {}
+    settings: dict[str, Any] = dict(overrides)
     if asker:
-        settings = {
+        settings |= {
             "models": {"asker": asks_for_a_colour()},
             "workers_enabled": True,
             "default_model": "asker",
@@ -194,3 +201,50 @@ async def test_the_a2a_sdk_on_the_0_3_interface(make_live: LiveFactory) -> None:
     assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
     assert [m.parts[0].text for m in fetched.history] == ["teal", "painted teal"]
     assert fetched.artifacts[0].parts[0].text == "painted teal"
+
+
+@bindings
+async def test_the_a2a_sdk_manages_push_configs_whose_deliveries_arrive(
+    make_live: LiveFactory, binding: str
+) -> None:
+    push = {"webhook_allow_http": True, "webhook_allow_targets": ["127.0.0.1/32"]}
+    async with (
+        Receiver() as receiver,
+        a2a_client(make_live, streaming=False, binding=binding, **push) as client,  # no workers
+    ):
+        task = await sent_task(client, send_request("notify me", wait=False))
+        config = TaskPushNotificationConfig(
+            task_id=task.id,
+            id="alerts",
+            url=receiver.url("/alerts"),
+            token="tok",
+            authentication=AuthenticationInfo(scheme="Bearer", credentials="cred"),
+        )
+        made = await client.create_task_push_notification_config(config)
+        fetched = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task.id, id="alerts")
+        )
+        listed = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
+        await client.cancel_task(CancelTaskRequest(id=task.id))
+
+        async def both() -> list[Any] | None:
+            got = receiver.at("/alerts")
+            return got if len(got) >= 2 else None
+
+        delivered = await wait_for(both, timeout=15)
+        await client.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="alerts")
+        )
+        after = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id)
+        )
+    assert made == config
+    assert fetched == config
+    assert list(listed.configs) == [config]
+    assert list(after.configs) == []
+    states = [r.json["task"]["status"]["state"] for r in delivered]
+    assert states == ["TASK_STATE_SUBMITTED", "TASK_STATE_CANCELED"]
+    assert {r.headers["x-a2a-notification-token"] for r in delivered} == {"tok"}
+    assert {r.headers["authorization"] for r in delivered} == {"Bearer cred"}

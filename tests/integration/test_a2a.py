@@ -58,7 +58,7 @@ async def test_the_agent_card_keeps_the_fields_a_0_3_client_reads(
     assert card["url"] == "http://testserver/a2a"
     assert card["preferredTransport"] == "JSONRPC"
     assert card["capabilities"]["streaming"] is True
-    assert card["capabilities"]["pushNotifications"] is False
+    assert card["capabilities"]["pushNotifications"] is True
     assert [skill["id"] for skill in card["skills"]] == ["default"]
     assert card["security"] == [{"bearer": []}]
     assert card["securitySchemes"]["bearer"]["type"] == "http"
@@ -211,7 +211,7 @@ async def test_protocol_errors(make_client: ClientFactory) -> None:
             "code"
         ] == -32005
         push = await rpc(client, "tasks/pushNotificationConfig/set", {"id": "x"})
-        assert push["error"]["code"] == -32003
+        assert push["error"]["code"] == -32602  # no taskId, no config
         # Bad input changes nothing.
         listed = (await client.get("/v1/tasks")).json()["tasks"]
         assert listed == []

@@ -114,7 +114,9 @@ async def test_errors_are_statuses_with_the_spec_s_http_codes(make_client: Clien
         push = await client.post(
             f"{BASE}/tasks/x/pushNotificationConfigs", content=b"{}", headers=A2A_JSON
         )
-        refusal(push, 400, "PUSH_NOTIFICATION_NOT_SUPPORTED")
+        assert refusal(push, 400, "INVALID_PARAMS")["details"][1]["fieldViolations"] == [
+            {"field": "url", "description": "Field required"}
+        ]
         # What the request guard refuses, before any route: in the same form.
         text = await client.post(
             f"{BASE}/message:send", content=b"hi", headers={"Content-Type": "text/plain"}

@@ -152,7 +152,7 @@ async def test_errors_carry_typed_details(make_client: ClientFactory) -> None:
         assert refused["error"]["code"] == -32005
         assert reason(refused) == "CONTENT_TYPE_NOT_SUPPORTED"
         push = await rpc(client, "CreateTaskPushNotificationConfig", {"taskId": "x", "url": "u"})
-        assert push["error"]["code"] == -32003
+        assert push["error"]["code"] == -32001  # no task "x"
         assert (await rpc(client, "Nope", {}))["error"]["code"] == -32601
         # Bad input changes nothing.
         assert (await client.get("/v1/tasks")).json()["tasks"] == []
@@ -224,7 +224,7 @@ async def test_the_card_lists_the_interfaces_and_caches(make_client: ClientFacto
         assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
         assert card["capabilities"] == {
             "streaming": True,
-            "pushNotifications": False,
+            "pushNotifications": True,
             "extendedAgentCard": True,
         }
         assert response.headers["cache-control"].startswith("public, max-age=")

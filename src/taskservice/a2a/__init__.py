@@ -12,6 +12,8 @@ Laid out as the official A2A SDK is, bottom up:
   as the REST API (`service.TaskService`), so tenants, limits, idempotency and the
   state machine are the same; independent of any transport and of the version;
 - `v03`, `v10`: each version's wire shapes, in and out; `card`: the agent card;
+- `push`: push notification configs on the webhook machinery, and the bodies the
+  dispatcher sends for them;
 - `methods`: every method of both generations, read from a JSON object of
   parameters and answered in its version's shapes, and the `A2A-Version` check;
 - `jsonrpc`, `rest`: the bindings, JSON-RPC 2.0 (both generations) and HTTP+JSON
@@ -19,6 +21,5 @@ Laid out as the official A2A SDK is, bottom up:
 
 The HTTP routes (`api/routes/a2a.py`, `a2a_rest.py`) only authenticate and hand the
 request over.
-Push notification configs are not built yet (they answer A2A's error, and the card
-says so): register webhooks with `/v1/webhooks`.
+Push notification configs (`push`) are task webhooks with what A2A adds.
 """

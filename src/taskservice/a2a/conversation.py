@@ -49,14 +49,29 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class PushConfig:
+    """Where a task's updates are pushed (an A2A push notification config), and in
+    which protocol version's shapes: the client's id for it, the token echoed in
+    `X-A2A-Notification-Token`, and the credentials sent as `Authorization`."""
+
+    version: str
+    url: str
+    id: str | None = None
+    token: str | None = None
+    scheme: str | None = None
+    credentials: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SendRequest:
     """A message sent to the agent, with how to answer: wait for the task to settle
-    (or not), and how much history to show."""
+    (or not), how much history to show, and where to push the task's updates."""
 
     message: Message
     wait: bool
     history_length: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    push: PushConfig | None = None
 
 
 def context(task: Task) -> str:

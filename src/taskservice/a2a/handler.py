@@ -17,6 +17,7 @@ from contextlib import aclosing
 
 from taskservice.a2a.conversation import SendRequest, answer_of, context, history, input_of, last
 from taskservice.a2a.errors import A2AError, Kind
+from taskservice.a2a.push import PushConfigs, webhook_request
 from taskservice.a2a.shapes import TaskUpdate, Update, View
 from taskservice.agent_options import METADATA_KEYS
 from taskservice.errors import Conflict
@@ -60,6 +61,8 @@ class A2AHandler:
                 )
             if task.state.is_terminal:
                 raise _refused(Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages")
+            if request.push is not None:  # before the answer moves the task on
+                await PushConfigs(self.service, self.tenant).create(str(task.id), request.push)
             # A reply to a task that waits for input answers its question.
             return await self.service.provide_input(
                 tenant=self.tenant, task_id=str(task.id), answer=answer_of(message.parts)
@@ -83,6 +86,8 @@ class A2AHandler:
             context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, message.message_id)),
             # A retried message (same messageId) finds the task it created.
             idempotency_key=f"a2a:{message.message_id}",
+            # Committed with the task: no state change is missed.
+            webhooks=[webhook_request(request.push)] if request.push is not None else (),
         )
         return task
 

@@ -25,6 +25,7 @@ from typing import Any
 from taskservice.a2a import v03, v10
 from taskservice.a2a.errors import A2AError, Kind, from_service
 from taskservice.a2a.handler import A2AHandler
+from taskservice.a2a.push import PushConfigs
 from taskservice.a2a.shapes import TaskId, TaskQuery, Update, View, ends_stream, params
 from taskservice.errors import ServiceError
 from taskservice.ids import decode_status_cursor
@@ -56,11 +57,54 @@ class Method:
     streaming: Streaming | None = None
 
 
-async def _push_not_supported(call: Call, raw: Any) -> Any:
-    raise A2AError(
-        Kind.PUSH_NOTIFICATION_NOT_SUPPORTED,
-        detail="register webhooks with POST /v1/webhooks instead",
-    )
+def _pushes(call: Call) -> PushConfigs:
+    return PushConfigs(call.handler.service, call.handler.tenant)
+
+
+async def _push_create_10(call: Call, raw: Any) -> Any:
+    config = params(v10.PushConfigIn, raw)
+    if not config.task_id:
+        raise A2AError(Kind.INVALID_PARAMS, violations=[(("taskId",), "Field required")])
+    task_id, made = await _pushes(call).create(config.task_id, config.neutral())
+    return v10.push_config(task_id, made)
+
+
+async def _push_get_10(call: Call, raw: Any) -> Any:
+    query = params(v10.PushConfigQuery, raw)
+    return v10.push_config(*await _pushes(call).get(query.task_id, query.id))
+
+
+async def _push_list_10(call: Call, raw: Any) -> Any:
+    task_id, configs = await _pushes(call).list(params(v10.PushConfigList, raw).task_id)
+    return {"configs": [v10.push_config(task_id, c) for c in configs], "nextPageToken": ""}
+
+
+async def _push_delete_10(call: Call, raw: Any) -> Any:
+    query = params(v10.PushConfigQuery, raw)
+    await _pushes(call).delete(query.task_id, query.id)
+    return {}
+
+
+async def _push_set_03(call: Call, raw: Any) -> Any:
+    sent = params(v03.PushConfigSet, raw)
+    config = sent.push_notification_config.neutral()
+    return v03.push_config(*await _pushes(call).create(sent.task_id, config))
+
+
+async def _push_get_03(call: Call, raw: Any) -> Any:
+    query = params(v03.PushConfigQuery, raw)
+    return v03.push_config(*await _pushes(call).get(query.id, query.push_notification_config_id))
+
+
+async def _push_list_03(call: Call, raw: Any) -> Any:
+    task_id, configs = await _pushes(call).list(params(TaskId, raw).id)
+    return [v03.push_config(task_id, c) for c in configs]
+
+
+async def _push_delete_03(call: Call, raw: Any) -> Any:
+    query = params(v03.PushConfigQuery, raw)
+    await _pushes(call).delete(query.id, query.push_notification_config_id)
+    return None
 
 
 async def _card(call: Call, raw: Any) -> Any:
@@ -146,10 +190,10 @@ METHODS: dict[str, Method] = {
     "tasks/get": Method(v03.VERSION, unary=_get(v03)),
     "tasks/cancel": Method(v03.VERSION, unary=_cancel(v03)),
     "tasks/resubscribe": Method(v03.VERSION, streaming=_resubscribe_03),
-    "tasks/pushNotificationConfig/set": Method(v03.VERSION, unary=_push_not_supported),
-    "tasks/pushNotificationConfig/get": Method(v03.VERSION, unary=_push_not_supported),
-    "tasks/pushNotificationConfig/list": Method(v03.VERSION, unary=_push_not_supported),
-    "tasks/pushNotificationConfig/delete": Method(v03.VERSION, unary=_push_not_supported),
+    "tasks/pushNotificationConfig/set": Method(v03.VERSION, unary=_push_set_03),
+    "tasks/pushNotificationConfig/get": Method(v03.VERSION, unary=_push_get_03),
+    "tasks/pushNotificationConfig/list": Method(v03.VERSION, unary=_push_list_03),
+    "tasks/pushNotificationConfig/delete": Method(v03.VERSION, unary=_push_delete_03),
     "agent/getAuthenticatedExtendedCard": Method(v03.VERSION, unary=_card),
     "SendMessage": Method(v10.VERSION, unary=_send(v10, wrap="task")),
     "SendStreamingMessage": Method(v10.VERSION, streaming=_stream(v10)),
@@ -157,10 +201,10 @@ METHODS: dict[str, Method] = {
     "ListTasks": Method(v10.VERSION, unary=_list_10),
     "CancelTask": Method(v10.VERSION, unary=_cancel(v10)),
     "SubscribeToTask": Method(v10.VERSION, streaming=_subscribe_10),
-    "CreateTaskPushNotificationConfig": Method(v10.VERSION, unary=_push_not_supported),
-    "GetTaskPushNotificationConfig": Method(v10.VERSION, unary=_push_not_supported),
-    "ListTaskPushNotificationConfigs": Method(v10.VERSION, unary=_push_not_supported),
-    "DeleteTaskPushNotificationConfig": Method(v10.VERSION, unary=_push_not_supported),
+    "CreateTaskPushNotificationConfig": Method(v10.VERSION, unary=_push_create_10),
+    "GetTaskPushNotificationConfig": Method(v10.VERSION, unary=_push_get_10),
+    "ListTaskPushNotificationConfigs": Method(v10.VERSION, unary=_push_list_10),
+    "DeleteTaskPushNotificationConfig": Method(v10.VERSION, unary=_push_delete_10),
     "GetExtendedAgentCard": Method(v10.VERSION, unary=_card),
 }
 NAMES = sorted(METHODS)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from taskservice.a2a.conversation import Message, Part, SendRequest, context
+from taskservice.a2a.conversation import Message, Part, PushConfig, SendRequest, context
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.shapes import (
     HistoryLength,
@@ -57,9 +57,45 @@ class MessageIn(Params):
     metadata: dict[str, Any] | None = None
 
 
+class Authentication(Params):
+    schemes: list[str] = Field(min_length=1, max_length=10)
+    credentials: str | None = Field(default=None, max_length=8192)
+
+
+class PushConfigIn(Params):
+    id: str | None = Field(default=None, max_length=200)
+    url: str = Field(min_length=1)
+    token: str | None = Field(default=None, max_length=8192)
+    authentication: Authentication | None = None
+
+    def neutral(self) -> PushConfig:
+        auth = self.authentication
+        return PushConfig(
+            VERSION,
+            self.url,
+            id=self.id or None,
+            token=self.token or None,
+            scheme=auth.schemes[0] if auth else None,
+            credentials=auth.credentials if auth else None,
+        )
+
+
+class PushConfigSet(Params):
+    task_id: str = Field(alias="taskId", min_length=1)
+    push_notification_config: PushConfigIn = Field(alias="pushNotificationConfig")
+
+
+class PushConfigQuery(Params):
+    id: str = Field(min_length=1)  # the task's
+    push_notification_config_id: str | None = Field(default=None, alias="pushNotificationConfigId")
+
+
 class SendConfiguration(Params):
     blocking: bool = False
     history_length: HistoryLength = Field(default=None, alias="historyLength")
+    push_notification_config: PushConfigIn | None = Field(
+        default=None, alias="pushNotificationConfig"
+    )
 
 
 class SendParams(Params):
@@ -94,10 +130,23 @@ def send_request(raw: Any) -> SendRequest:
         wait=configuration.blocking,
         history_length=configuration.history_length,
         metadata=sent.metadata or {},
+        push=push.neutral() if (push := configuration.push_notification_config) else None,
     )
 
 
 # -- out -----------------------------------------------------------------------------
+
+
+def push_config(task_id: str, config: PushConfig) -> dict[str, Any]:
+    """A TaskPushNotificationConfig as its owner set it."""
+    out: dict[str, Any] = {"id": config.id, "url": config.url}
+    if config.token is not None:
+        out["token"] = config.token
+    if config.scheme is not None:
+        out["authentication"] = {"schemes": [config.scheme]}
+        if config.credentials is not None:
+            out["authentication"]["credentials"] = config.credentials
+    return {"taskId": task_id, "pushNotificationConfig": out}
 
 
 def _parts(parts: list[Part]) -> list[dict[str, Any]]:

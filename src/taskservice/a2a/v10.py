@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from taskservice.a2a.conversation import Message, Part, SendRequest, context
+from taskservice.a2a.conversation import Message, Part, PushConfig, SendRequest, context
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.shapes import (
     HistoryLength,
@@ -59,9 +59,47 @@ class MessageIn(Params):
         return role
 
 
+class Authentication(Params):
+    scheme: str = Field(min_length=1, max_length=100)
+    credentials: str | None = Field(default=None, max_length=8192)
+
+
+class PushConfigIn(Params):
+    """A TaskPushNotificationConfig (the task's id comes from the request)."""
+
+    id: str | None = Field(default=None, max_length=200)
+    task_id: str | None = Field(default=None, alias="taskId")
+    url: str = Field(min_length=1)
+    token: str | None = Field(default=None, max_length=8192)
+    authentication: Authentication | None = None
+
+    def neutral(self) -> PushConfig:
+        auth = self.authentication
+        return PushConfig(
+            VERSION,
+            self.url,
+            id=self.id or None,
+            token=self.token or None,
+            scheme=auth.scheme if auth else None,
+            credentials=auth.credentials if auth else None,
+        )
+
+
+class PushConfigQuery(Params):
+    task_id: str = Field(alias="taskId", min_length=1)
+    id: str = Field(min_length=1)
+
+
+class PushConfigList(Params):
+    task_id: str = Field(alias="taskId", min_length=1)
+
+
 class SendConfiguration(Params):
     return_immediately: bool = Field(default=False, alias="returnImmediately")
     history_length: HistoryLength = Field(default=None, alias="historyLength")
+    task_push_notification_config: PushConfigIn | None = Field(
+        default=None, alias="taskPushNotificationConfig"
+    )
 
 
 class SendParams(Params):
@@ -143,6 +181,7 @@ def send_request(raw: Any) -> SendRequest:
         wait=not configuration.return_immediately,
         history_length=configuration.history_length,
         metadata=sent.metadata or {},
+        push=push.neutral() if (push := configuration.task_push_notification_config) else None,
     )
 
 
@@ -199,6 +238,18 @@ def task(view: View, *, artifacts: bool = True) -> dict[str, Any]:
         out["artifacts"] = [artifact(t)]
     if view.history:
         out["history"] = [message(m) for m in view.history]
+    return out
+
+
+def push_config(task_id: str, config: PushConfig) -> dict[str, Any]:
+    """A TaskPushNotificationConfig as its owner set it."""
+    out: dict[str, Any] = {"id": config.id, "taskId": task_id, "url": config.url}
+    if config.token is not None:
+        out["token"] = config.token
+    if config.scheme is not None:
+        out["authentication"] = {"scheme": config.scheme}
+        if config.credentials is not None:
+            out["authentication"]["credentials"] = config.credentials
     return out
 
 

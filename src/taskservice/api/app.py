@@ -13,6 +13,7 @@ from pydantic_ai.models import Model
 from starlette.types import Receive, Scope, Send
 
 from taskservice import __version__
+from taskservice.a2a import push
 from taskservice.api import errors
 from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
@@ -86,7 +87,12 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with Runtime.open(
-            settings, api=True, workers=settings.workers_enabled, models=models, tools=tools
+            settings,
+            api=True,
+            workers=settings.workers_enabled,
+            models=models,
+            tools=tools,
+            push_formats=push.FORMATS,
         ) as runtime:
             app.state.runtime = runtime
             yield

@@ -196,8 +196,18 @@ webhook_subscriptions = Table(
     Column("failing_since", TZ),
     Column("disabled_reason", Text),
     Column("disabled_at", TZ),
+    # An A2A push notification config (migration 0008): its version, id, token and
+    # authentication; NULL for a plain webhook.
+    Column("a2a", JSONB),
     _created(),
     Column("updated_at", TZ, nullable=False, server_default=func.now()),
+    Index(
+        "ix_webhook_subscriptions_a2a_config",
+        "task_id",
+        text("(a2a ->> 'id')"),
+        unique=True,
+        postgresql_where=text("a2a IS NOT NULL"),
+    ),
     Index(
         "ix_webhook_subscriptions_task_id", "task_id", postgresql_where=text("task_id IS NOT NULL")
     ),

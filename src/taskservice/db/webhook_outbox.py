@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Float, Integer, Text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
@@ -48,6 +49,7 @@ class Claimed:
     has_snapshot: bool  # the task as it was at the state change is stored
     url: str
     secrets: tuple[str, ...]  # every secret in force: the current one, then the previous
+    a2a: dict[str, Any] | None = None  # an A2A push config's version, token, authentication
 
     @classmethod
     def of(cls, row: Row) -> Claimed:
@@ -68,6 +70,7 @@ class Claimed:
             has_snapshot=row["has_snapshot"],
             url=row["url"],
             secrets=tuple(secrets),
+            a2a=row["a2a"],
         )
 
 
@@ -108,7 +111,7 @@ WHERE d.id = due.id AND s.id = d.subscription_id
 RETURNING d.id, d.subscription_id, d.task_id, d.tenant, d.state, d.event_seq,
           d.occurred_at, d.attempts, d.schedule_step, d.payload,
           d.task_snapshot IS NOT NULL AS has_snapshot, s.url, s.secret, s.previous_secret,
-          coalesce(s.previous_secret_expires_at > now(), false) AS previous_in_force
+          coalesce(s.previous_secret_expires_at > now(), false) AS previous_in_force, s.a2a
 """,
     p_limit=Integer,
     p_dispatcher=Text,

@@ -43,6 +43,7 @@ class Subscription:
     created_at: datetime
     updated_at: datetime
     secret: str  # never shown after creation or rotation
+    a2a: dict[str, Any] | None = None  # an A2A push notification config's own fields
 
     @classmethod
     def of(cls, row: Row) -> Subscription:
@@ -62,6 +63,7 @@ class Subscription:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             secret=row["secret"],
+            a2a=row["a2a"],
         )
 
 
@@ -72,8 +74,13 @@ WITH t AS (
     WHERE id = :p_task AND tenant = :p_tenant FOR SHARE
 ),
 s AS (
-    INSERT INTO webhook_subscriptions (id, tenant, url, secret, states, task_id, filters)
-    SELECT :p_id, t.tenant, :p_url, :p_secret, :p_states, t.id, '{}'::jsonb FROM t
+    INSERT INTO webhook_subscriptions (id, tenant, url, secret, states, task_id, filters, a2a)
+    SELECT :p_id, t.tenant, :p_url, :p_secret, :p_states, t.id, '{}'::jsonb, :p_a2a FROM t
+    -- An A2A config set again under its id replaces the one before.
+    ON CONFLICT (task_id, (a2a ->> 'id')) WHERE a2a IS NOT NULL DO UPDATE SET
+        url = EXCLUDED.url, states = EXCLUDED.states, a2a = EXCLUDED.a2a, enabled = true,
+        consecutive_failures = 0, failing_since = NULL, disabled_reason = NULL,
+        disabled_at = NULL, updated_at = now()
     RETURNING *
 ),
 last AS (
@@ -97,6 +104,7 @@ SELECT s.*, (SELECT count(*) FROM d) AS delivered_now FROM s
     p_url=Text,
     p_secret=Text,
     p_states=ARRAY(Text),
+    p_a2a=JSONB,
 )
 
 _CREATE_GLOBAL = _stmt(
@@ -198,10 +206,12 @@ class SubscriptionStore:
         url: str,
         secret: str,
         states: Sequence[str],
+        a2a: Mapping[str, Any] | None = None,
     ) -> Subscription | None:
         """On `conn`, inside the caller's transaction (submit), or on a connection of
         its own (None). None: no such task for this tenant. A state the task is in
-        already is delivered at once."""
+        already is delivered at once. With `a2a`, an A2A push notification config,
+        which replaces the task's config of the same id."""
         if conn is None:
             async with self.db.connection() as own:
                 return await self.create_for_task(
@@ -212,6 +222,7 @@ class SubscriptionStore:
                     url=url,
                     secret=secret,
                     states=states,
+                    a2a=a2a,
                 )
         params = {
             "p_task": task_id,
@@ -220,6 +231,7 @@ class SubscriptionStore:
             "p_url": url,
             "p_secret": secret,
             "p_states": list(states),
+            "p_a2a": dict(a2a) if a2a is not None else None,
         }
         row = await conn.fetchrow(_CREATE_FOR_TASK.sql, *_CREATE_FOR_TASK.args(params))
         if row is None:

@@ -23,7 +23,9 @@ import random
 import ssl
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import httpcore
 
@@ -35,6 +37,7 @@ from taskservice.db.tasks import TaskStore
 from taskservice.db.webhook_outbox import Claimed, OutboxStore, Outcome
 from taskservice.events import EventHub
 from taskservice.ids import new_worker_id
+from taskservice.models import Task
 from taskservice.settings import Settings
 from taskservice.views import TaskOut
 from taskservice.webhooks import signing
@@ -54,6 +57,12 @@ _TRANSPORT_ERRORS = (
 )
 
 
+# An A2A push notification's body, by the protocol version of its config: the task
+# in that version's shapes (given by the transport that owns them, `a2a.push`).
+PushFormats = Mapping[str, Callable[[Task], str]]
+A2A_JSON = "application/a2a+json"
+
+
 def render(claimed: Claimed, task: TaskOut) -> str:
     """The body: what happened, when, and the task as the API shows it."""
     body = {
@@ -68,6 +77,18 @@ def render(claimed: Claimed, task: TaskOut) -> str:
         },
     }
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def a2a_headers(config: Mapping[str, Any]) -> dict[str, str]:
+    """The config's token, echoed for the receiver to check, and its credentials."""
+    headers = {}
+    if config.get("token"):
+        headers["X-A2A-Notification-Token"] = str(config["token"])
+    authentication = config.get("authentication") or {}
+    if authentication.get("scheme"):
+        credentials = authentication.get("credentials") or ""
+        headers["Authorization"] = f"{authentication['scheme']} {credentials}".strip()
+    return headers
 
 
 def describe(answer: Answer) -> str | None:
@@ -91,10 +112,12 @@ class Dispatcher:
         hub: EventHub,
         settings: Settings,
         resolver: Resolver = system_resolver,
+        push_formats: PushFormats | None = None,
     ) -> None:
         self.store = store
         self.tasks = tasks
         self.settings = settings
+        self.push_formats = push_formats or {}
         self.dispatcher_id = new_worker_id()
         self._resolver = resolver
         self._allow = AllowList.parse(settings.webhook_allow_targets)
@@ -197,9 +220,13 @@ class Dispatcher:
         if legacy:
             current = await self.tasks.get_many(list({c.task_id for c in legacy}))
             tasks |= {c.id: current[c.task_id] for c in legacy if c.task_id in current}
-        rendered = {c.id: render(c, TaskOut.of(tasks[c.id])) for c in fresh if c.id in tasks}
+        rendered = {c.id: self._body(c, tasks[c.id]) for c in fresh if c.id in tasks}
         payloads |= await self.store.fix_payloads(rendered)
         return payloads
+
+    def _body(self, claimed: Claimed, task: Task) -> str:
+        push = self.push_formats.get(claimed.a2a["version"]) if claimed.a2a else None
+        return push(task) if push is not None else render(claimed, TaskOut.of(task))
 
     async def _send(self, claimed: Claimed, payload: str) -> Outcome:
         started_at = datetime.now(UTC)
@@ -217,7 +244,11 @@ class Dispatcher:
             headers = signing.headers(
                 claimed.secrets, message_id=str(claimed.id), timestamp=int(time.time()), body=body
             )
-            answer = await self._sender.post(target, body, headers)
+            content_type = "application/json"
+            if claimed.a2a is not None:  # what A2A asks of a push notification
+                headers |= a2a_headers(claimed.a2a)
+                content_type = A2A_JSON
+            answer = await self._sender.post(target, body, headers, content_type=content_type)
             error = describe(answer)
         except UnsafeTarget as exc:
             error = f"target refused: {exc}"

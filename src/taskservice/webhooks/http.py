@@ -144,7 +144,14 @@ class Sender:
         else:
             await conn.aclose()
 
-    async def post(self, target: Target, body: bytes, headers: Mapping[str, str]) -> Answer:
+    async def post(
+        self,
+        target: Target,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        content_type: str = "application/json",
+    ) -> Answer:
         """One POST within `timeout` (the whole exchange). Raises on transport errors
         and `TimeoutError`."""
         self._backend.pin(target.host, target.port, target.addresses)
@@ -155,7 +162,7 @@ class Sender:
             headers=[
                 ("Host", urlsplit(target.url).netloc),  # the registered name, never the IP
                 ("User-Agent", USER_AGENT),
-                ("Content-Type", "application/json"),
+                ("Content-Type", content_type),
                 ("Content-Length", str(len(body))),
                 *headers.items(),
             ],

@@ -41,6 +41,7 @@ class WebhookRequest:
     states: Sequence[TaskState] = DEFAULT_STATES
     secret: str | None = None  # else one is generated
     filters: Mapping[str, Any] = field(default_factory=dict)  # tenant-wide only
+    a2a: Mapping[str, Any] | None = None  # an A2A push notification config (a task's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ class Prepared:
     url: str
     states: tuple[str, ...]
     secret: str
+    a2a: Mapping[str, Any] | None = None
 
 
 def _states(states: Sequence[TaskState]) -> tuple[str, ...]:
@@ -136,6 +138,7 @@ class WebhookService:
             url=await self.check_url(request.url),
             states=_states(request.states),
             secret=check_secret(request.secret) if request.secret else signing.new_secret(),
+            a2a=request.a2a,
         )
 
     async def prepare_all(self, requests: Sequence[WebhookRequest]) -> list[Prepared]:
@@ -159,6 +162,7 @@ class WebhookService:
                 url=p.url,
                 secret=p.secret,
                 states=p.states,
+                a2a=p.a2a,
             )
             if sub is None:
                 raise NotFound(f"task {task_id} not found")

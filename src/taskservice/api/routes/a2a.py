@@ -118,6 +118,7 @@ def card_for(request: Request, runtime: Runtime, *, extended: bool) -> dict[str,
         interfaces=INTERFACES,
         version=__version__,
         profiles=runtime.catalog.profiles.values(),
+        push_notifications=True,  # registered anywhere; sent by any replica's dispatcher
         extended=extended,
     )
 
