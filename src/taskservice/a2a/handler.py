@@ -61,12 +61,13 @@ class A2AHandler:
                 )
             if task.state.is_terminal:
                 raise _refused(Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages")
-            if request.push is not None:  # before the answer moves the task on
-                await PushConfigs(self.service, self.tenant).create(str(task.id), request.push)
             # A reply to a task that waits for input answers its question.
-            return await self.service.provide_input(
+            answered = await self.service.provide_input(
                 tenant=self.tenant, task_id=str(task.id), answer=answer_of(message.parts)
             )
+            if request.push is not None:  # once the answer is taken: a refusal sets nothing
+                await PushConfigs(self.service, self.tenant).create(str(task.id), request.push)
+            return answered
         given = input_of(message.parts)
         options = {**request.metadata, **(message.metadata or {})}
         agent, model = options.get("agent"), options.get("model")
