@@ -38,6 +38,7 @@ from taskservice.db.tables import metadata
 from taskservice.db.tasks import TaskStore
 from taskservice.settings import Settings
 from taskservice.states import TRANSITIONS
+from tests.fakes.webhook_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG_SHUTDOWN = 8
@@ -221,6 +222,13 @@ def make_live(db: AsyncEngine, settings: Settings) -> LiveFactory:
             await asyncio.wait_for(serving, timeout=30)
 
     return factory
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A real webhook receiver on 127.0.0.1 (`tests.fakes.webhook_receiver`)."""
+    async with Receiver() as running:
+        yield running
 
 
 @pytest.fixture

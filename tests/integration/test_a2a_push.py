@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook
@@ -27,12 +25,6 @@ PUSH = {
     "webhook_jitter": 0,
     "poll_interval": 0.1,
 }
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    async with Receiver() as running:
-        yield running
 
 
 async def rpc(client: httpx.AsyncClient, method: str, params: Any, **headers: str) -> Any:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -29,12 +28,6 @@ FAST = {
     "webhook_jitter": 0,
     "poll_interval": 0.1,
 }
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    async with Receiver() as running:
-        yield running
 
 
 async def deliveries_of(client: httpx.AsyncClient, task_id: str) -> list[dict[str, Any]]:

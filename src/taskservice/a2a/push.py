@@ -89,22 +89,18 @@ class PushConfigs:
             )
         return self.service.webhooks
 
-    async def _task(self, task_id: str) -> Task:
-        return await self.service.get(tenant=self.tenant, task_id=task_id)
-
     async def create(self, task_id: str, config: PushConfig) -> tuple[str, PushConfig]:
-        """The task's id and the config as stored (with its id)."""
-        webhooks = self._webhooks()
-        task = await self._task(task_id)
-        made = await webhooks.subscribe_task(
-            tenant=self.tenant, task_id=str(task.id), request=webhook_request(config)
+        """The task's id and the config as stored (with its id). The subscription's
+        insert finds the caller's task itself: another's, or none, is not found."""
+        made = await self._webhooks().subscribe_task(
+            tenant=self.tenant, task_id=task_id, request=webhook_request(config)
         )
-        return str(task.id), config_of(made)
+        return str(made.task_id), config_of(made)
 
     async def _configs(self, task_id: str) -> tuple[Task, list[Subscription]]:
         """The task, and its configs, oldest first (its plain webhooks left out)."""
         webhooks = self._webhooks()
-        task = await self._task(task_id)
+        task = await self.service.get(tenant=self.tenant, task_id=task_id)
         subscriptions = await webhooks.subscriptions(
             tenant=self.tenant,
             task_id=task.id,

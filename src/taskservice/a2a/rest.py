@@ -88,10 +88,6 @@ class Answer:
     body: Any
 
 
-def failure(exc: A2AError) -> Answer:
-    return Answer(exc.http_status, exc.status())
-
-
 def _params(
     operation: Operation, path: dict[str, str], query: list[tuple[str, str]], body: bytes
 ) -> dict[str, Any]:
@@ -139,4 +135,4 @@ async def respond(
             return Answer(200, {} if result is None else result)
         return await open_stream(method, call, params)
     except A2AError as exc:
-        return failure(exc)
+        return Answer(exc.http_status, exc.status())
