@@ -60,3 +60,12 @@ def check_new_task(
     _check_size("input", input_json, settings.max_input_bytes)
     _check_size("metadata", metadata_json, settings.max_metadata_bytes)
     return input_json, metadata_json
+
+
+def check_message(input: Any, settings: Settings) -> str:
+    """What a message to a task (a follow-up) must satisfy: what a task's input must.
+    Returns it encoded."""
+    _check_input(input)
+    input_json = field_json("input", input)
+    _check_size("input", input_json, settings.max_input_bytes)
+    return input_json

@@ -2,12 +2,16 @@
 
 ```
 "@<task id> text"                      → that task            (explicit, 1.0)
-one task in the context waits for input → that task            (single, 1.0)
-several wait                            → the router model picks one, or a new task (model)
-none waits                              → a new task in the context (new, 1.0)
+one task in the context it can reach    → that task            (single, 1.0)
+several                                 → the router model picks one, or a new task (model)
+none                                    → a new task in the context (new, 1.0)
 ```
 
-Routing to a waiting task answers its question; a new task takes the text as input.
+A message reaches a task that waits for the answer to one question (it answers
+it), or, within a context, a task that is pending or running (a follow-up its run
+reads at its next model request: `inbox.TaskInbox`). Without a context only
+waiting tasks count: a tenant's unrelated running tasks do not catch free text.
+A new task takes the text as input.
 The router model is a pydantic-ai agent with a structured answer; by default it is
 the offline router, which picks the task whose question shares the most words with
 the message (deterministic, no API key).
@@ -27,7 +31,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from taskservice.errors import InvalidRequest
 from taskservice.ids import parse_uuid
-from taskservice.models import Task
+from taskservice.models import Followup, Task
 from taskservice.service import TaskService
 from taskservice.settings import OFFLINE_MODEL
 
@@ -35,9 +39,10 @@ Decision = Literal["explicit", "single", "model", "new"]
 _EXPLICIT = re.compile(r"^@(\S+)\s*(.*)$", re.DOTALL)
 _WORD = re.compile(r"[a-z0-9]+")
 ROUTER_PROMPT = (
-    "You route a user's message to the task waiting for it. Each candidate task is "
-    "waiting for an answer to its question. Pick the task the message answers, with "
-    "your confidence from 0 to 1, or no task if the message starts something new."
+    "You route a user's message to the task it is meant for. Each candidate task "
+    "either waits for an answer to its question or is still working and takes "
+    "follow-up messages. Pick the task the message is for, with your confidence from "
+    "0 to 1, or no task if the message starts something new."
 )
 
 
@@ -53,16 +58,23 @@ class Routed:
     decision: Decision
     confidence: float
     reason: str
+    followup: Followup | None = None  # when the message was queued for the task's run
+    new: bool = False  # the message started the task
 
 
-def _question(task: Task) -> str:
+def _question(task: Task) -> str | None:
     questions = (task.input_request or {}).get("questions", [])
-    return str(questions[0].get("question") or "") if questions else ""
+    return str(questions[0].get("question") or "") if questions else None
 
 
-def _candidates_prompt(text: str, waiting: list[Task]) -> str:
-    lines = [f"Message: {text}", "", "Waiting tasks:"]
-    lines += [f"- {task.id}: asked {_question(task)!r} (task: {task.input!r})" for task in waiting]
+def _candidate(task: Task) -> str:
+    question = _question(task)
+    doing = f"asked {question!r}" if question is not None else f"is {task.state.value}"
+    return f"- {task.id}: {doing} (task: {task.input!r})"
+
+
+def _candidates_prompt(text: str, candidates: list[Task]) -> str:
+    lines = [f"Message: {text}", "", "Tasks:", *map(_candidate, candidates)]
     return "\n".join(lines)
 
 
@@ -77,15 +89,16 @@ async def _offline_route(messages: list[ModelMessage], info: AgentInfo) -> Model
     best: tuple[float, str | None] = (0.0, None)
     for line in prompt.splitlines():
         if line.startswith("- "):
-            task_id, _, rest = line[2:].partition(": asked ")
-            asked = set(_WORD.findall(rest.split(" (task: ", 1)[0].lower()))
+            # Words shared with its question, or with the task itself when it asks none.
+            task_id, _, rest = line[2:].partition(": ")
+            doing, _, task = rest.partition(" (task: ")
+            about = doing.removeprefix("asked ") if doing.startswith("asked ") else task
+            asked = set(_WORD.findall(about.lower()))
             overlap = len(words & asked) / len(asked) if asked else 0.0
             if overlap > best[0]:
                 best = (overlap, task_id)
     choice = {"task_id": best[1], "confidence": round(best[0] if best[1] else 1.0, 3)}
-    choice["reason"] = (
-        "most words shared with its question" if best[1] else "no question shares a word"
-    )
+    choice["reason"] = "most words shared with the task" if best[1] else "no task shares a word"
     return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, choice)])
 
 
@@ -98,34 +111,29 @@ class MessageRouter:
         )
 
     async def route(self, *, tenant: str, text: str, context_id: str | None) -> Routed:
+        inbox = self.service.inbox
         explicit = _EXPLICIT.match(text)
         if explicit:
             task_id, body = explicit.groups()
             if not body.strip():
                 raise InvalidRequest("nothing to send after the task id")
-            task = await self.service.provide_input(tenant=tenant, task_id=task_id, answer=body)
-            return Routed(task, "explicit", 1.0, "the message names the task")
+            sent = await inbox.send(tenant=tenant, task_id=task_id, input=body)
+            return Routed(sent.task, "explicit", 1.0, "the message names the task", sent.followup)
 
-        waiting = [
-            task
-            for task in await self.service.waiting_for_input(tenant=tenant, context_id=context_id)
-            if len((task.input_request or {}).get("questions", [])) == 1
-        ]
-        if len(waiting) == 1:
-            task = await self.service.provide_input(
-                tenant=tenant, task_id=str(waiting[0].id), answer=text
-            )
-            return Routed(task, "single", 1.0, "the only task waiting for input in the context")
-        if waiting:
-            result = await self.agent.run(_candidates_prompt(text, waiting))
+        live = await inbox.live(tenant=tenant, context_id=context_id)
+        if len(live) == 1:
+            sent = await inbox.send(tenant=tenant, task_id=live[0].id, input=text)
+            reason = "the only task in the context a message can reach"
+            return Routed(sent.task, "single", 1.0, reason, sent.followup)
+        if live:
+            result = await self.agent.run(_candidates_prompt(text, live))
             choice = result.output
             chosen = parse_uuid(choice.task_id) if choice.task_id else None
-            if chosen is not None and chosen in {task.id for task in waiting}:
-                task = await self.service.provide_input(
-                    tenant=tenant, task_id=str(chosen), answer=text
-                )
-                return Routed(task, "model", choice.confidence, choice.reason)
+            if chosen is not None and chosen in {task.id for task in live}:
+                sent = await inbox.send(tenant=tenant, task_id=chosen, input=text)
+                return Routed(sent.task, "model", choice.confidence, choice.reason, sent.followup)
             created, _ = await self.service.submit(tenant=tenant, input=text, context_id=context_id)
-            return Routed(created, "model", choice.confidence, choice.reason or "a new request")
+            reason = choice.reason or "a new request"
+            return Routed(created, "model", choice.confidence, reason, new=True)
         created, _ = await self.service.submit(tenant=tenant, input=text, context_id=context_id)
-        return Routed(created, "new", 1.0, "no task in the context waits for input")
+        return Routed(created, "new", 1.0, "no task in the context takes the message", new=True)

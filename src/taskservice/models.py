@@ -81,6 +81,13 @@ class Task:
     status_at: datetime  # the last change of state
     started_at: datetime | None
     finished_at: datetime | None
+    followups: int = 0  # follow-up messages queued for it (`Followup`)
+    followups_read: int = 0  # how many of them its runs have written into the conversation
+
+    @property
+    def unread(self) -> int:
+        """Follow-ups queued that no run has read yet."""
+        return self.followups - self.followups_read
 
     @property
     def lease(self) -> Lease | None:
@@ -90,7 +97,8 @@ class Task:
 class EventType(StrEnum):
     """What happened; an event's `data` holds, by type: `state_change` from, to (and
     worker, attempt, cause, answered or reason); `claimed`, `released`, `recovered`
-    worker, attempt (and reason); `stalled` worker, quiet_since; `message` position,
+    worker, attempt (and reason); `stalled` worker, quiet_since; `followup` seq,
+    preview; `message` position,
     kind, parts; `usage` input_tokens, output_tokens, requests; `tool_call` and
     `tool_result` tool_call_id, name, status, arguments or result or error; `progress`
     percent, note; `log` level (debug, info, warning, error), message (and `dropped:
@@ -102,6 +110,7 @@ class EventType(StrEnum):
     RELEASED = "released"  # a worker gave it back: worker, attempt, reason
     RECOVERED = "recovered"  # a lost worker's lease expired: worker, attempt
     STALLED = "stalled"  # running, but nothing recorded for a while: worker, quiet_since
+    FOLLOWUP = "followup"  # a message for the run was queued: seq, preview
     MESSAGE = "message"  # a complete model message: position, kind, parts (previews)
     USAGE = "usage"  # tokens and requests so far: input_tokens, output_tokens, requests
     TOOL_CALL = "tool_call"  # a tool call started: tool_call_id, name, status, arguments
@@ -109,6 +118,18 @@ class EventType(StrEnum):
     PROGRESS = "progress"  # the agent's report_progress: percent, note
     LOG = "log"  # a line to read: level (debug, info, warning, error), message; dropped
     WEBHOOK_DISABLED = "webhook_disabled"  # a failing webhook was disabled
+
+
+@dataclass(frozen=True, slots=True)
+class Followup:
+    """A message sent to a live task, queued for its run, which reads it at its next
+    model request. `seq`: 1, 2, … per task; `key`: the sender's, if it gave one."""
+
+    task_id: uuid.UUID
+    seq: int
+    input: JSON
+    key: str | None
+    created_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
-"""The use cases: submit (and spawn a subtask), get, list, cancel, give input, wait
-for and follow a task, read the event log, the conversation and the tool calls.
+"""The use cases: submit (and spawn a subtask), get, list, cancel, wait for and
+follow a task, read the event log, the conversation and the tool calls; messages to
+a task (answers and follow-ups) go through its `inbox` (`inbox.TaskInbox`).
 
 Transport-independent: the REST routes and the A2A binding are thin adapters over
 `TaskService`, and a running agent's subtasks go through it too. Every rule about
@@ -19,6 +20,7 @@ from taskservice.agent_options import AgentOptions, effective
 from taskservice.agents import AgentCatalog
 from taskservice.content import canonical, check_new_task, field_json
 from taskservice.db.eventlog import EventLog
+from taskservice.db.followups import FollowupStore
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
@@ -26,6 +28,7 @@ from taskservice.errors import Conflict, InvalidRequest, NotFound
 from taskservice.events import TaskWatchers
 from taskservice.follow import TaskFollower, moved_to
 from taskservice.ids import decode_cursor, encode_cursor, parse_uuid
+from taskservice.inbox import TaskInbox
 from taskservice.models import (
     AgentSpec,
     CountMode,
@@ -81,6 +84,10 @@ class TaskService:
         self.ledger = ledger
         self.catalog = catalog
         self.settings = settings
+        # Messages to a task: answers to its questions, follow-ups for its run.
+        self.inbox = TaskInbox(
+            store=store, followups=FollowupStore(store.db), settings=settings, get=self.get
+        )
 
     async def submit(
         self,
@@ -284,51 +291,6 @@ class TaskService:
                     await self.ledger.subtask_ended(parent, cancelled.id, cancelled.state, reason)
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
-
-    async def provide_input(
-        self,
-        *,
-        tenant: str,
-        task_id: str,
-        answers: dict[str, str] | None = None,
-        answer: str | None = None,
-    ) -> Task:
-        """Answer the questions of a task in `input_required`; the same conversation
-        resumes with the answers. `answer` alone answers a single question."""
-        task = await self.get(tenant=tenant, task_id=task_id)
-        if task.state is not TaskState.INPUT_REQUIRED:
-            raise Conflict(
-                f"task is {task.state.value}, not waiting for input", state=task.state.value
-            )
-        request = task.input_request or {}
-        if request.get("kind") != "questions":
-            raise Conflict("task waits for its subtasks, not for input", state=task.state.value)
-        asked = [q["id"] for q in request.get("questions", [])]
-        if (answers is None) == (answer is None):
-            raise InvalidRequest("give either `answers` (by question id) or `answer`")
-        if answer is not None:
-            if len(asked) != 1:
-                raise InvalidRequest(
-                    f"the task asks {len(asked)} questions: give `answers` by id",
-                    questions=asked,
-                )
-            answers = {asked[0]: answer}
-        assert answers is not None
-        if set(answers) != set(asked):
-            raise InvalidRequest("answers must answer exactly the questions asked", questions=asked)
-        field_json("answers", answers)
-        answered = await self.store.provide_input(task.id, tenant=tenant, answers=answers)
-        if answered is None:  # it moved on meanwhile (cancelled, answered by someone else)
-            current = await self.get(tenant=tenant, task_id=task_id)
-            raise Conflict(
-                f"task is {current.state.value}, not waiting for input",
-                state=current.state.value,
-            )
-        return answered
-
-    async def waiting_for_input(self, *, tenant: str, context_id: str | None) -> list[Task]:
-        """Tasks in a context (or in none) that wait for answers to questions."""
-        return await self.store.waiting_for_input(tenant=tenant, context_id=context_id)
 
     async def firehose_page(
         self, *, tenant: str, after: int, upto: int, filter: EventFilter

@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Self
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from taskservice.models import Task
 from taskservice.states import TaskState
@@ -43,6 +43,8 @@ class TaskOut(BaseModel):
     updated_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    followups: int = Field(default=0, description="Follow-up messages sent to the task.")
+    followups_read: int = Field(default=0, description="How many of them its run has read.")
 
     @classmethod
     def of(cls, task: Task) -> Self:
@@ -66,4 +68,6 @@ class TaskOut(BaseModel):
             updated_at=task.updated_at,
             started_at=task.started_at,
             finished_at=task.finished_at,
+            followups=task.followups,
+            followups_read=task.followups_read,
         )

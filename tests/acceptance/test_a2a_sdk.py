@@ -41,6 +41,7 @@ from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from tests.conftest import LiveFactory, wait_for
 from tests.fakes.webhook_receiver import Receiver
 from tests.integration.helpers import asks_for_a_colour
+from tests.integration.test_followups import Gate
 
 
 def send_request(text: str, *, task_id: str = "", wait: bool = True) -> SendMessageRequest:
@@ -188,6 +189,37 @@ async def test_the_a2a_sdk_streams_a_task_to_its_end(make_live: LiveFactory, bin
         for e in seen[1:-1]
         if e.HasField("artifact_update")
     ] == ["painted red"]
+
+
+@bindings
+async def test_the_a2a_sdk_sends_a_follow_up_the_working_agent_reads(
+    make_live: LiveFactory, binding: str
+) -> None:
+    gate = Gate()
+    live = {"models": {"gate": gate.model()}, "workers_enabled": True, "default_model": "gate"}
+    async with a2a_client(make_live, streaming=False, binding=binding, **live) as client:
+        started = await sent_task(client, send_request("draft a plan", wait=False))
+        await asyncio.wait_for(gate.asked.wait(), 10)  # the agent is working on it
+
+        request = send_request("add a budget", task_id=started.id, wait=False)
+        working = await sent_task(client, request)
+        assert working.id == started.id
+        assert working.status.state == TaskState.TASK_STATE_WORKING
+        again = await sent_task(client, request)  # a retry (same messageId) adds nothing
+        assert again.id == started.id
+
+        gate.open.set()
+
+        async def completed() -> Task | None:
+            task = await client.get_task(GetTaskRequest(id=started.id))
+            return task if task.status.state == TaskState.TASK_STATE_COMPLETED else None
+
+        await wait_for(completed, timeout=20)
+        done = await client.get_task(GetTaskRequest(id=started.id))
+    assert done.artifacts[0].parts[0].text == "saw ['draft a plan', 'add a budget']"
+    users = [m for m in done.history if m.role == Role.ROLE_USER]
+    assert [m.parts[0].text for m in users] == ["draft a plan", "add a budget"]
+    assert users[1].message_id == request.message.message_id
 
 
 async def test_the_a2a_sdk_on_the_0_3_interface(make_live: LiveFactory) -> None:

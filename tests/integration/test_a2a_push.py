@@ -236,14 +236,15 @@ async def test_a_0_3_config_pushes_the_0_3_task(
 async def test_a_refused_reply_sets_no_config(
     make_client: ClientFactory, receiver: Receiver
 ) -> None:
-    async with make_client(**PUSH) as client:  # no workers: the task is not waiting
+    async with make_client(**PUSH) as client:
         sent = {"message": message("x"), "configuration": {"returnImmediately": True}}
         task = (await rpc(client, "SendMessage", sent))["result"]["task"]
+        await rpc(client, "CancelTask", {"id": task["id"]})  # it takes no more messages
         reply = {
             "message": {**message("more"), "taskId": task["id"]},
             "configuration": {"taskPushNotificationConfig": {"url": receiver.url("/no")}},
         }
         refused = await rpc(client, "SendMessage", reply)
-        assert refused["error"]["code"] == -32602
+        assert refused["error"]["code"] == -32004
         listed = await rpc(client, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
     assert listed["result"]["configs"] == []

@@ -131,6 +131,30 @@ async def test_history_length_on_get_and_send(make_client: ClientFactory) -> Non
     assert bad_request["fieldViolations"][0]["field"] == "historyLength"
 
 
+async def test_a_message_to_a_submitted_task_is_queued_and_shown_in_its_history(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client() as client:  # no workers: the task stays submitted
+        params = {"message": message("plan"), "configuration": {"returnImmediately": True}}
+        task = (await rpc(client, "SendMessage", params))["result"]["task"]
+        more = message("and a budget", taskId=task["id"], messageId="m-2")
+        params = {"message": more, "configuration": {"returnImmediately": True}}
+        queued = (await rpc(client, "SendMessage", params))["result"]["task"]
+        retried = (await rpc(client, "SendMessage", params))["result"]["task"]
+        other = await rpc(
+            client, "SendMessage", {"message": {**more, "parts": [{"text": "changed"}]}}
+        )
+        history = (await rpc(client, "GetTask", {"id": task["id"]}))["result"]["history"]
+        rest = (await client.get(f"/v1/tasks/{task['id']}")).json()
+    assert queued["id"] == retried["id"] == task["id"]
+    assert queued["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert [(m["messageId"], m["parts"][0]["text"]) for m in history][1:] == [
+        ("m-2", "and a budget")
+    ]
+    assert other["error"]["code"] == -32602  # the same messageId with other content
+    assert rest["followups"] == 1  # the retry added nothing
+
+
 async def test_errors_carry_typed_details(make_client: ClientFactory) -> None:
     async with make_client() as client:
         missing = await rpc(client, "GetTask", {"id": str(uuid.uuid4())})

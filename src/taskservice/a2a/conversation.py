@@ -13,9 +13,10 @@ Parts → input (documented in the README):
 
 History: the message that started the task (its input), then from the ledger each
 question the agent asked (`ask_user`) and its answer, each follow-up the user sent
-and each text the agent wrote, in order; tool calls and their results are not
-messages. A message's id is the one it was sent with where the service knows it,
-else `<task id>:<ledger position>`.
+and each text the agent wrote, in order, then the follow-ups queued that the run
+has not read yet; tool calls and their results are not messages. A message's id is
+the one it was sent with where the service knows it, else `<task id>:followup:<n>`
+for a follow-up and `<task id>:<ledger position>` for the rest.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from taskservice.a2a.errors import A2AError, Kind
-from taskservice.models import Task
+from taskservice.models import Followup, Task
 from taskservice.tools import ASK_USER
 
 Role = Literal["user", "agent"]
+# The key a message's id is kept under (a task's idempotency key, a follow-up's key).
+MESSAGE_KEY = "a2a:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +98,6 @@ def input_of(parts: list[Part]) -> Any:
     return {"text": "\n".join(texts), "data": data[0] if len(data) == 1 else data}
 
 
-def answer_of(parts: list[Part]) -> str:
-    """The text that answers a question: the message's texts (its data as JSON)."""
-    input = input_of(parts)
-    return input if isinstance(input, str) else json.dumps(input)
-
-
 def parts_of(value: Any) -> list[Part]:
     """A task's input or result as parts: text, or data."""
     return [Part("text", value)] if isinstance(value, str) else [Part("data", value)]
@@ -139,8 +136,17 @@ def _turn(row: Mapping[str, Any]) -> tuple[Role, list[Part]] | None:
     return ("user" if body.get("kind") == "request" else "agent"), parts
 
 
-def history(task: Task, rows: Iterable[Mapping[str, Any]]) -> list[Message]:
-    """The task's conversation as A2A messages (see the module's docstring)."""
+def _followup_id(task_id: str, seq: Any, key: Any) -> str:
+    if isinstance(key, str) and key.startswith(MESSAGE_KEY):
+        return key.removeprefix(MESSAGE_KEY)
+    return f"{task_id}:followup:{seq}"
+
+
+def history(
+    task: Task, rows: Iterable[Mapping[str, Any]], queued: Iterable[Followup] = ()
+) -> list[Message]:
+    """The task's conversation as A2A messages (see the module's docstring): the
+    ledger's `rows`, then the follow-ups `queued` that no run has read."""
     task_id, context_id = str(task.id), context(task)
     sent = (task.metadata.get("a2a") or {}).get("messageId")
     first = Message("user", parts_of(task.input), sent or f"{task_id}:input", task_id, context_id)
@@ -149,8 +155,16 @@ def history(task: Task, rows: Iterable[Mapping[str, Any]]) -> list[Message]:
         turn = _turn(row)
         if turn is not None:
             role, parts = turn
-            message_id = f"{task_id}:{row['position']}"
+            read = row["message"].get("metadata") or {}  # a follow-up: its seq and key
+            message_id = (
+                _followup_id(task_id, read["followup"], read.get("key"))
+                if "followup" in read
+                else f"{task_id}:{row['position']}"
+            )
             messages.append(Message(role, parts, message_id, task_id, context_id))
+    for followup in queued:
+        message_id = _followup_id(task_id, followup.seq, followup.key)
+        messages.append(Message("user", parts_of(followup.input), message_id, task_id, context_id))
     return messages
 
 

@@ -2,7 +2,8 @@
 protocol version: each takes a neutral request and answers with neutral views
 (`a2a.shapes`), which `a2a.v03` and `a2a.v10` write on the wire.
 
-A message starts a task (or, naming the task that waits for input, answers it); a
+A message starts a task (or, naming a task, answers its question or is queued for
+its run); a
 task is read with its history (the ledger, `a2a.conversation`), cancelled, or
 followed: the task, then an update per state it moves to (the result as an artifact
 before `completed`), until a state that ends the stream. Following reads the task's
@@ -15,7 +16,14 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
-from taskservice.a2a.conversation import SendRequest, answer_of, context, history, input_of, last
+from taskservice.a2a.conversation import (
+    MESSAGE_KEY,
+    SendRequest,
+    context,
+    history,
+    input_of,
+    last,
+)
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.push import PushConfigs, webhook_request
 from taskservice.a2a.shapes import TaskUpdate, Update, View
@@ -45,7 +53,8 @@ class A2AHandler:
         self.tenant = tenant
 
     async def deliver(self, request: SendRequest) -> Task:
-        """A message's task: a new one, or the waiting task the message answers."""
+        """A message's task: a new one, or the task it names (answering its question,
+        or queued for its run: `inbox.TaskInbox`)."""
         message = request.message
         if message.role != "user":
             raise A2AError(
@@ -61,13 +70,17 @@ class A2AHandler:
                 )
             if task.state.is_terminal:
                 raise _refused(Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages")
-            # A reply to a task that waits for input answers its question.
-            answered = await self.service.provide_input(
-                tenant=self.tenant, task_id=str(task.id), answer=answer_of(message.parts)
+            # It answers the question the task waits on, or is queued for its run; a
+            # retried message (same messageId) finds the one queued before.
+            sent = await self.service.inbox.send(
+                tenant=self.tenant,
+                task_id=task.id,
+                input=input_of(message.parts),
+                key=f"{MESSAGE_KEY}{message.message_id}",
             )
-            if request.push is not None:  # once the answer is taken: a refusal sets nothing
+            if request.push is not None:  # once the message is taken: a refusal sets nothing
                 await PushConfigs(self.service, self.tenant).create(str(task.id), request.push)
-            return answered
+            return sent.task
         given = input_of(message.parts)
         options = {**request.metadata, **(message.metadata or {})}
         agent, model = options.get("agent"), options.get("model")
@@ -86,7 +99,7 @@ class A2AHandler:
             # that a retry names the same one.
             context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, message.message_id)),
             # A retried message (same messageId) finds the task it created.
-            idempotency_key=f"a2a:{message.message_id}",
+            idempotency_key=f"{MESSAGE_KEY}{message.message_id}",
             # Committed with the task: no state change is missed.
             webhooks=[webhook_request(request.push)] if request.push is not None else (),
         )
@@ -120,7 +133,8 @@ class A2AHandler:
         if history_length == 0:
             return View(task, [])
         rows = await self.service.ledger.all_messages(task.id)
-        return View(task, last(history(task, rows), history_length))
+        queued = await self.service.inbox.unread(task)
+        return View(task, last(history(task, rows, queued), history_length))
 
     async def get(self, task_id: str, history_length: int | None = None) -> View:
         return await self.view(await self.find(task_id), history_length)

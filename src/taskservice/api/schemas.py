@@ -246,24 +246,6 @@ class CancelRequest(Request):
     reason: str | None = Field(default=None, max_length=2_000)
 
 
-class InputGiven(Request):
-    answers: dict[str, Annotated[str, Field(max_length=65_536)]] | None = Field(
-        default=None, description="Answers by question id (see the task's `input_request`)."
-    )
-    answer: str | None = Field(
-        default=None, max_length=65_536, description="The answer, when one question is asked."
-    )
-
-
-class MessageIn(Request):
-    text: str = Field(
-        min_length=1,
-        max_length=65_536,
-        description="Free text; a leading `@<task id>` sends it to that task.",
-    )
-    context_id: str | None = Field(default=None, min_length=1, max_length=200)
-
-
 class TaskCreated(TaskOut):
     webhooks: list[WebhookWithSecret] = Field(
         default_factory=list, description="The webhooks registered with the task, with secrets."
@@ -367,13 +349,6 @@ class ProfileOut(BaseModel):
 
 class ProfileList(BaseModel):
     agents: list[ProfileOut]
-
-
-class RoutedOut(BaseModel):
-    task: TaskOut
-    decision: str = Field(description="explicit, single, model or new.")
-    confidence: float
-    reason: str
 
 
 class StreamTokenRequest(Request):

@@ -37,6 +37,9 @@ def task_from_row(row: Row) -> Task:
         status_at=row["status_at"] or row["updated_at"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
+        # A webhook snapshot from before migration 0009 has no follow-ups.
+        followups=row.get("followups", 0),
+        followups_read=row.get("followups_read", 0),
     )
 
 

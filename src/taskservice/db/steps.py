@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -22,11 +23,10 @@ from sqlalchemy.types import BigInteger, Integer, Text
 from taskservice.db.counts import count
 from taskservice.db.eventlog import (
     BATCH_EVENTS,
-    NEXT_SEQ,
-    append_events,
     event_batch,
     log_event,
 )
+from taskservice.db.parents import CHILDREN, RESUME_PARENTS
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import tasks
 from taskservice.models import CountMode, Lease, Total
@@ -61,14 +61,37 @@ c AS (
     RETURNING task_id
 )"""
 
-_MESSAGE_BINDS = (bindparam("p_messages", type_=JSONB), bindparam("p_calls", type_=JSONB))
+_MESSAGE_BINDS = (
+    bindparam("p_messages", type_=JSONB),
+    bindparam("p_calls", type_=JSONB),
+    bindparam("p_read", type_=Integer),
+)
+# Messages written count the follow-ups among them as read.
+_READ = "followups_read = greatest(tasks.followups_read, :p_read), "
+
+_FENCED_READ = event_batch(where=_FENCE, changes=f"{_READ}usage = coalesce(:p_usage, tasks.usage),")
 
 # Messages, the tool calls they ask for, their events.
 _APPEND_MESSAGES = Statement(
     text(
-        f"WITH {_FENCED_TASK}, {_MESSAGES_AND_CALLS}, {BATCH_EVENTS} SELECT count(*) AS n FROM t"
+        f"WITH {_FENCED_READ}, {_MESSAGES_AND_CALLS}, {BATCH_EVENTS} SELECT count(*) AS n FROM t"
     ).bindparams(*_BINDS, *_MESSAGE_BINDS)
 )
+
+# Whether a task is still held by this lease, with follow-ups its run has not read.
+_UNREAD = Statement(
+    text(
+        f"SELECT 1 FROM tasks WHERE {_FENCE} AND followups > greatest(followups_read, :p_read)"
+    ).bindparams(*_FENCE_BINDS[:3], bindparam("p_read", type_=Integer))
+)
+
+
+class Finished(Enum):
+    """How a run's outcome write went."""
+
+    WRITTEN = "written"
+    LOST = "lost"  # the task is no longer this lease's: nothing was written
+    UNREAD = "unread"  # it would complete with follow-ups unread: nothing was written
 
 
 @lru_cache(maxsize=16)
@@ -82,7 +105,12 @@ def _finish_statement(target: TaskState, value_keys: tuple[str, ...]) -> Stateme
         changes.append("finished_at = now()")
     if target.is_terminal or target is TaskState.INPUT_REQUIRED:
         changes += ["lease_owner = NULL", "lease_expires_at = NULL"]  # nobody owns it now
-    fenced = event_batch(where=_FENCE, changes="".join(f"{change}, " for change in changes))
+    where = _FENCE
+    if target is TaskState.COMPLETED:
+        # Not with follow-ups unread: the run goes on with them (the row lock orders
+        # this against a follow-up being queued).
+        where += " AND followups <= greatest(followups_read, :p_read)"
+    fenced = event_batch(where=where, changes=_READ + "".join(f"{c}, " for c in changes))
     binds = [bindparam(f"v_{key}", type_=tasks.c[key].type) for key in value_keys]
     return Statement(
         text(
@@ -162,12 +190,6 @@ FROM task_calls WHERE task_id = :p_id AND id > :p_after ORDER BY id LIMIT :p_lim
     )
 )
 
-_CHILDREN = Statement(
-    text(
-        "SELECT id, state, result, error FROM tasks WHERE parent_id = :p_id ORDER BY id"
-    ).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)))
-)
-
 # Why a task is claimed again: the last event before its claim (seq :p_seq) that
 # gave the task back (a lease that expired, a release, input or subtasks arriving).
 _RESUME_CAUSE = Statement(
@@ -182,51 +204,6 @@ _ALL_CALLS = Statement(
     text(
         "SELECT tool_call_id, name, status, result, error FROM task_calls WHERE task_id = :p_id"
     ).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)))
-)
-
-
-_RESUMED_EVENT = append_events(
-    type="'state_change'",
-    data="""jsonb_build_object('from', 'input_required', 'to', 'running',
-                  'cause', 'subtasks_finished')""",
-)
-# Parents parked on their subtasks (input_required, kind "subtasks") whose subtasks
-# have all finished go back to running, ownerless (claimable); their wait call is
-# completed with the subtasks' outcomes, which the resumed run hands the model.
-_RESUME_PARENTS = Statement(
-    text(f"""
-WITH ready AS (
-    SELECT p.id, p.input_request ->> 'call_id' AS call_id
-    FROM tasks p
-    WHERE p.state = 'input_required' AND p.input_request ->> 'kind' = 'subtasks'
-      AND (CAST(:p_parent AS uuid) IS NULL OR p.id = :p_parent)
-      AND NOT EXISTS (
-          SELECT 1 FROM tasks c
-          WHERE c.parent_id = p.id AND c.state NOT IN ('completed', 'failed', 'cancelled'))
-    FOR UPDATE OF p SKIP LOCKED
-),
-outcomes AS (
-    SELECT ready.id AS parent_id,
-           jsonb_agg(jsonb_build_object('id', c.id, 'state', c.state,
-                                        'result', c.result, 'error', c.error)
-                     ORDER BY c.id) AS subtasks
-    FROM ready JOIN tasks c ON c.parent_id = ready.id
-    GROUP BY ready.id
-),
-t AS (
-    UPDATE tasks SET state = 'running', input_request = NULL, updated_at = now(), {NEXT_SEQ}
-    FROM ready WHERE tasks.id = ready.id AND tasks.state = 'input_required'
-    RETURNING tasks.id, tasks.tenant, tasks.event_seq, ready.call_id
-),
-calls AS (
-    UPDATE task_calls SET status = 'completed', finished_at = now(),
-                          result = coalesce(outcomes.subtasks, '[]'::jsonb)
-    FROM t LEFT JOIN outcomes ON outcomes.parent_id = t.id
-    WHERE task_calls.task_id = t.id AND task_calls.tool_call_id = t.call_id
-    RETURNING task_calls.task_id
-)
-{_RESUMED_EVENT}
-""").bindparams(bindparam("p_parent", type_=UUID(as_uuid=True)))
 )
 
 
@@ -268,12 +245,14 @@ class LedgerStore:
         calls: Sequence[dict[str, Any]],
         events: Sequence[dict[str, Any]],
         usage: dict[str, Any] | None,
+        read: int = 0,
     ) -> bool:
-        """`messages`: {position, kind, message}. False: the lease is gone and nothing
-        was written."""
+        """`messages`: {position, kind, message}; `read`: the highest follow-up the
+        run has read, up to them. False: the lease is gone and nothing was written."""
         params = self._fence(task_id, lease, events, usage) | {
             "p_messages": list(messages),
             "p_calls": list(calls),
+            "p_read": read,
         }
         return await self._written(_APPEND_MESSAGES, params)
 
@@ -287,18 +266,25 @@ class LedgerStore:
         messages: Sequence[dict[str, Any]],
         calls: Sequence[dict[str, Any]],
         events: Sequence[dict[str, Any]],
-    ) -> bool:
+        read: int = 0,
+    ) -> Finished:
         """Move the task from `running` to `target` with `values`, writing the run's
-        last `messages` (their `calls` and `events`) first. False: the lease is gone
-        and nothing was written."""
+        last `messages` (their `calls` and `events`) first; `read`: the highest
+        follow-up the run has read. Not written (`Finished`) when the lease is gone,
+        or when the task would complete with follow-ups unread."""
         check_transition(TaskState.RUNNING, target)
         change = {"type": "state_change", "data": {"from": "running", "to": target.value}}
         params = self._fence(task_id, lease, [*events, change], None) | {
             "p_messages": list(messages),
             "p_calls": list(calls),
+            "p_read": read,
             **{f"v_{key}": value for key, value in values.items()},
         }
-        return await self._written(_finish_statement(target, tuple(sorted(values))), params)
+        if await self._written(_finish_statement(target, tuple(sorted(values))), params):
+            return Finished.WRITTEN
+        if target is TaskState.COMPLETED and await self.db.fetchrow(_UNREAD, params):
+            return Finished.UNREAD
+        return Finished.LOST
 
     async def append_events(
         self, task_id: uuid.UUID, *, lease: Lease, events: Sequence[dict[str, Any]]
@@ -363,7 +349,7 @@ class LedgerStore:
         return await self.db.fetchrow(_RESUME_CAUSE, {"p_id": task_id, "p_seq": claim_seq})
 
     async def children(self, task_id: uuid.UUID) -> list[Row]:
-        return await self.db.fetch(_CHILDREN, {"p_id": task_id})
+        return await self.db.fetch(CHILDREN, {"p_id": task_id})
 
     async def all_calls(self, task_id: uuid.UUID) -> dict[str, Row]:
         rows = await self.db.fetch(_ALL_CALLS, {"p_id": task_id})
@@ -372,7 +358,7 @@ class LedgerStore:
     async def resume_parents(self, *, parent_id: uuid.UUID | None = None) -> int:
         """Resume parents parked on their subtasks once every subtask is finished
         (one parent, or any). Their wait call returns the subtasks' outcomes."""
-        rows = await self.db.fetch(_RESUME_PARENTS, {"p_parent": parent_id})
+        rows = await self.db.fetch(RESUME_PARENTS, {"p_parent": parent_id})
         return len(rows)
 
     async def count(

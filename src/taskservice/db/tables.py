@@ -17,6 +17,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     Table,
     Text,
     UniqueConstraint,
@@ -80,6 +81,10 @@ tasks = Table(
     Column("status_at", TZ, nullable=False, server_default=func.now()),
     Column("started_at", TZ),
     Column("finished_at", TZ),
+    # Follow-up messages queued for the task (`task_followups`), and how many of them
+    # its runs have written into the conversation (migration 0009).
+    Column("followups", Integer, nullable=False, server_default=text("0")),
+    Column("followups_read", Integer, nullable=False, server_default=text("0")),
     CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
     CheckConstraint("max_attempts >= 1", name="max_attempts_positive"),
     Index(
@@ -154,6 +159,22 @@ task_messages = Table(
     Column("attempt", Integer, nullable=False),
     _created(),
     UniqueConstraint("task_id", "position"),
+)
+
+# Messages sent to a live task, queued for its run (1, 2, … per task); `key`: the
+# sender's, so that a retry finds the message it sent (unique per task).
+task_followups = Table(
+    "task_followups",
+    metadata,
+    Column(
+        "task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("seq", Integer, nullable=False),
+    Column("input", JSONB, nullable=False),
+    Column("key", Text),
+    _created(),
+    PrimaryKeyConstraint("task_id", "seq"),
+    UniqueConstraint("task_id", "key"),
 )
 
 task_calls = Table(

@@ -22,6 +22,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 from taskservice.db.counts import count
 from taskservice.db.eventlog import NEXT_SEQ, STATE_CHANGE, append_events
+from taskservice.db.followups import TAKES_FOLLOWUPS
 from taskservice.db.rows import pending_task, task_from_row
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.submits import SubmitBatcher, create_many
@@ -154,12 +155,15 @@ WHERE task_calls.task_id = :p_id AND task_calls.tool_call_id = x.id
 """).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("p_answers", type_=JSONB))
 )
 
-_WAITING = Statement(
-    text("""
+# Tasks a free message may reach (`inbox.TaskInbox.live`): waiting for the answer to
+# one question, or, within a context, taking follow-ups.
+_LIVE_IN_CONTEXT = Statement(
+    text(f"""
 SELECT * FROM tasks
-WHERE tenant = :p_tenant AND state = 'input_required'
-  AND input_request ->> 'kind' = 'questions'
-  AND context_id IS NOT DISTINCT FROM :p_context
+WHERE tenant = :p_tenant AND context_id IS NOT DISTINCT FROM :p_context
+  AND ((state = 'input_required' AND input_request ->> 'kind' = 'questions'
+        AND jsonb_array_length(input_request -> 'questions') = 1)
+       OR (:p_context IS NOT NULL AND {TAKES_FOLLOWUPS}))
 ORDER BY id LIMIT 50
 """).bindparams(bindparam("p_tenant", type_=Text), bindparam("p_context", type_=Text))
 )
@@ -386,6 +390,8 @@ class TaskStore:
             await conn.execute(_ANSWER_CALLS.sql, *_ANSWER_CALLS.args(params))
         return task_from_row(row)
 
-    async def waiting_for_input(self, *, tenant: str, context_id: str | None) -> list[Task]:
-        rows = await self.db.fetch(_WAITING, {"p_tenant": tenant, "p_context": context_id})
+    async def live_in_context(self, *, tenant: str, context_id: str | None) -> list[Task]:
+        """Tasks a free message may reach (`_LIVE_IN_CONTEXT`), oldest first."""
+        params = {"p_tenant": tenant, "p_context": context_id}
+        rows = await self.db.fetch(_LIVE_IN_CONTEXT, params)
         return [task_from_row(row) for row in rows]

@@ -1,7 +1,9 @@
 """Runs one task as a pydantic-ai agent, step by step, and says how it ended.
 
 Each step's complete messages, tool calls and events go to the ledger as they
-happen (fenced by the lease); the outcome itself is written by the pool.
+happen (fenced by the lease), and between steps the run is handed the follow-ups
+queued for the task; the outcome itself is written by the pool, which runs the
+agent again on the same conversation when follow-ups arrived as it completed.
 """
 
 from __future__ import annotations
@@ -118,8 +120,10 @@ class Executor:
                     usage_limits=UsageLimits(request_limit=profile.request_limit),
                 ) as run:
                     try:
+                        await ledger.deliver(run)  # follow-ups queued before it started
                         async for _step in run:
                             await ledger.sync(run.all_messages(), run.usage)
+                            await ledger.deliver(run)
                     except (AgentRunError, UserError):
                         # What the run said before it failed is recorded too. (Not
                         # when cancelled or the lease is lost: then nothing may be
@@ -128,6 +132,7 @@ class Executor:
                         raise
                     await ledger.sync(run.all_messages(), run.usage, final=True)
                     result = run.result
+                    ledger.conversation = run.all_messages()  # should the run go on
         except (AgentRunError, UserError) as exc:
             if isinstance(exc, UsageLimitExceeded):
                 limit = profile.request_limit

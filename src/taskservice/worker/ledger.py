@@ -1,6 +1,11 @@
 """A run's step ledger: persists each complete message, tool call and step event as
 the agent makes progress, and rebuilds the conversation to resume a run.
 
+Follow-up messages queued for the task (`inbox.TaskInbox`) are handed to the run as
+user messages (`deliver`), which the model reads at its next request; the write
+that records such a message also counts it as read (`tasks.followups_read`), so a
+run that stops first leaves it for the next one to deliver.
+
 Resuming (after input arrived, or after a worker died) continues the persisted
 conversation. Tool calls the last model response asked for are settled from the
 ledger: a completed call returns its recorded result (never executed again), a call
@@ -19,43 +24,33 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelResponse,
-    RetryPromptPart,
     ToolCallPart,
     ToolReturn,
-    ToolReturnPart,
 )
+from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolResults
 
 from taskservice.db.sql import Row
-from taskservice.db.steps import LedgerStore
+from taskservice.db.steps import Finished, LedgerStore
 from taskservice.models import Lease, Task
 from taskservice.service import TaskService
 from taskservice.states import TaskState
 from taskservice.tools import ASK_USER, LogLevel, RunHooks
+from taskservice.worker.turns import (
+    complete_turns,
+    followup_request,
+    open_tool_calls,
+    preview,
+    read_in,
+    summary,
+)
 
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted: the worker running this tool call stopped before it reported back"
-_PREVIEW_CHARS = 500
 # A task's event_seq when its first claim has just written `running`: 1 `pending`, 2
 # `running`.
 _FIRST_CLAIM_SEQ = 2
-
-
-def _complete_turns(new: list[ModelMessage]) -> list[ModelMessage]:
-    """`new` without its trailing requests, and without a trailing turn whose
-    response calls no tool."""
-    end = len(new)
-    while end and not isinstance(new[end - 1], ModelResponse):
-        end -= 1
-    last = new[end - 1] if end else None
-    if isinstance(last, ModelResponse) and not any(
-        isinstance(part, ToolCallPart) for part in last.parts
-    ):
-        end -= 1
-        while end and not isinstance(new[end - 1], ModelResponse):
-            end -= 1
-    return new[:end]
 
 
 def _merge(
@@ -106,43 +101,6 @@ class LeaseLost(Exception):
     """The task is no longer this worker's: stop the run and write nothing more."""
 
 
-def _preview(value: Any) -> Any:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "…"
-
-
-def _summary(message: ModelMessage) -> list[dict[str, Any]]:
-    parts = []
-    for part in message.parts:
-        entry: dict[str, Any] = {"kind": part.part_kind}
-        if isinstance(part, ToolCallPart | ToolReturnPart | RetryPromptPart):
-            entry["tool"] = part.tool_name
-        content = getattr(part, "content", None)
-        if content is not None:
-            entry["content"] = _preview(content)
-        parts.append(entry)
-    return parts
-
-
-def open_tool_calls(history: list[ModelMessage]) -> list[ToolCallPart]:
-    """Calls in the last model response that no later message answers."""
-    for index in range(len(history) - 1, -1, -1):
-        message = history[index]
-        if isinstance(message, ModelResponse):
-            answered = {
-                part.tool_call_id
-                for later in history[index + 1 :]
-                for part in later.parts
-                if isinstance(part, ToolReturnPart | RetryPromptPart)
-            }
-            return [
-                part
-                for part in message.parts
-                if isinstance(part, ToolCallPart) and part.tool_call_id not in answered
-            ]
-    return []
-
-
 class RunLedger(RunHooks):
     """The worker's adapter of the `RunHooks` port (`tools.RunHooks`, what tools call):
     one run's ledger, written through fenced statements."""
@@ -157,6 +115,15 @@ class RunLedger(RunHooks):
         self.usage = dict(self.base_usage)
         # The last rows of the run, written with its outcome (`finish`).
         self.staged: dict[str, list[dict[str, Any]]] | None = None
+        self.staged_read = 0  # the highest follow-up in what is staged
+        # Follow-ups: how many the ledger holds as read, the highest handed to the
+        # run, and whether more may be queued (told by the event hub: `tell`).
+        self.read = task.followups_read
+        self.handed = task.followups_read
+        self.mail = task.unread > 0
+        # The conversation so far, when the run goes on after it ended (follow-ups
+        # arrived as it completed): what `resume_state` would have to rebuild.
+        self.conversation: list[ModelMessage] | None = None
 
     def _check(self, written: bool) -> None:
         if not written:
@@ -167,10 +134,15 @@ class RunLedger(RunHooks):
     async def resume_state(self) -> tuple[list[ModelMessage], DeferredToolResults | None]:
         """The conversation to go on from, and the settled results of the tool calls
         its last response asked for; says in `log` lines why and how it resumes."""
-        if self.task.attempt == 1 and self.task.event_seq == _FIRST_CLAIM_SEQ:
-            # Its only events are its creation and this claim: no run has written a
-            # message, a tool call or anything else to resume from. (Every such
-            # write adds an event, so this never skips a history that exists.)
+        if self.conversation is not None:  # the run goes on in memory, with follow-ups
+            self.base_usage = dict(self.usage)  # the usage of the runs before it
+            self.mail = True
+            return self.conversation, None
+        if self.task.attempt == 1 and self.task.event_seq == _FIRST_CLAIM_SEQ + self.task.followups:
+            # Its only events are its creation, the follow-ups queued while it was
+            # pending and this claim: no run has written a message, a tool call or
+            # anything else to resume from. (Every such write adds an event, so this
+            # never skips a history that exists.)
             return [], None
         rows = await self.store.all_messages(self.task.id)
         history = ModelMessagesTypeAdapter.validate_python([row["message"] for row in rows])
@@ -209,6 +181,24 @@ class RunLedger(RunHooks):
             )
         return history, DeferredToolResults(calls=results) if results else None
 
+    # -- follow-ups -------------------------------------------------------------
+
+    def tell(self) -> None:
+        """More follow-ups may be queued (the event hub saw one): look at the next
+        `deliver`."""
+        self.mail = True
+
+    async def deliver(self, run: AgentRun[Any, Any]) -> None:
+        """Hand the run the follow-ups queued since the last it was handed: the
+        model reads them at its next request (or, were the run about to end, the run
+        goes on with them)."""
+        if not self.mail:
+            return
+        self.mail = False
+        for followup in await self.service.inbox.followups.after(self.task.id, self.handed):
+            run.enqueue(followup_request(followup))
+            self.handed = followup.seq
+
     # -- progress ---------------------------------------------------------------
 
     async def sync(
@@ -234,19 +224,25 @@ class RunLedger(RunHooks):
         }
         new = messages[self.position :]
         if not final:
-            new = _complete_turns(new)
+            new = complete_turns(new)
         if not new:
             return
         rows = self._rows(new)
         self.position += len(new)
+        self.staged = _merge(self.staged, rows)
+        self.staged_read = max(self.staged_read, read_in(new))
         if final:
-            self.staged = _merge(self.staged, rows)
             return
+        # What the last run staged, if it went on (follow-ups arrived as it ended),
+        # is written first.
+        rows, self.staged = self.staged, None
+        read = max(self.read, self.staged_read)
         self._check(
             await self.store.append_messages(
-                self.task.id, lease=self.lease, usage=self.usage, **rows
+                self.task.id, lease=self.lease, usage=self.usage, read=read, **rows
             )
         )
+        self.read = read
 
     def _rows(self, new: list[ModelMessage]) -> dict[str, list[dict[str, Any]]]:
         """The ledger rows of `new` (messages, their tool calls, their events)."""
@@ -256,8 +252,8 @@ class RunLedger(RunHooks):
         calls: list[dict[str, Any]] = []
         for position, (message, body) in enumerate(zip(new, encoded, strict=True), self.position):
             rows.append({"position": position, "kind": message.kind, "message": body})
-            summary = {"position": position, "kind": message.kind, "parts": _summary(message)}
-            events.append({"type": "message", "data": summary})
+            data = {"position": position, "kind": message.kind, "parts": summary(message)}
+            events.append({"type": "message", "data": data})
             if isinstance(message, ModelResponse):
                 events.append({"type": "usage", "data": dict(self.usage)})
                 calls += [
@@ -271,16 +267,19 @@ class RunLedger(RunHooks):
                 ]
         return {"messages": rows, "calls": calls, "events": events}
 
-    async def finish(self, target: TaskState, values: dict[str, Any]) -> bool:
+    async def finish(self, target: TaskState, values: dict[str, Any]) -> Finished:
         """Write the run's outcome (`running` → `target`, with `values`) together
-        with what `sync(final=True)` staged. False: the task is no longer ours and
-        nothing was written."""
+        with what `sync(final=True)` staged. Not written when the task is no longer
+        ours (`LOST`) or, completing, it has follow-ups the run has not read
+        (`UNREAD`: the staged rows stay, for the run that goes on)."""
         staged = self.staged or {"messages": [], "calls": [], "events": []}
-        written = await self.store.finish(
-            self.task.id, lease=self.lease, target=target, values=values, **staged
+        read = max(self.read, self.staged_read)
+        finished = await self.store.finish(
+            self.task.id, lease=self.lease, target=target, values=values, read=read, **staged
         )
-        self.staged = None  # only now: a failed write is retried with the same rows
-        return written
+        if finished is not Finished.UNREAD:
+            self.staged = None  # only now: a failed write is retried with the same rows
+        return finished
 
     async def _call(
         self,
@@ -299,7 +298,7 @@ class RunLedger(RunHooks):
         elif error is not None:
             data["error"] = error
         else:
-            data["result"] = _preview(result)
+            data["result"] = preview(result)
         self._check(
             await self.store.update_call(
                 self.task.id,

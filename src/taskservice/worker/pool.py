@@ -29,7 +29,7 @@ from taskservice.claims import ClaimLoop
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
 from taskservice.db.outage import OUTAGE
-from taskservice.db.steps import LedgerStore
+from taskservice.db.steps import Finished, LedgerStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.ids import new_worker_id
 from taskservice.models import Lease, Task
@@ -42,6 +42,8 @@ from taskservice.worker.ledger import LeaseLost, RunLedger
 
 log = logging.getLogger(__name__)
 
+# A follow-up was queued: the task's run (if here) looks for it at its next step.
+_FOLLOWUP = "followup"
 # Events after which a task may be claimable: wake the claim loop.
 _WAKE_TYPES = frozenset({"recovered", "released"})
 _WAKE_TARGETS = frozenset({TaskState.PENDING.value, TaskState.RUNNING.value})
@@ -81,6 +83,7 @@ class WorkerPool:
             poll_interval=settings.poll_interval,
         )
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._ledgers: dict[uuid.UUID, RunLedger] = {}
         self._leases: dict[uuid.UUID, Lease] = {}
         # Runs writing their outcome: the fenced write decides whether it still
         # counts, so a cancellation or a lost-lease report must not interrupt what
@@ -136,6 +139,11 @@ class WorkerPool:
     # -- claiming ---------------------------------------------------------------
 
     def _on_event(self, notice: EventNotice) -> None:
+        if notice.type == _FOLLOWUP:
+            ledger = self._ledgers.get(notice.task_id)
+            if ledger is not None:
+                ledger.tell()
+            return
         if notice.type in _WAKE_TYPES or (
             notice.type == "state_change" and notice.target in _WAKE_TARGETS
         ):
@@ -176,11 +184,17 @@ class WorkerPool:
     # -- running ----------------------------------------------------------------
 
     async def _execute(self, task: Task, lease: Lease) -> None:
+        timeout = task.timeout_seconds or self.settings.task_timeout_seconds
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
-            ledger = RunLedger(self.ledger, self.service, task, lease)
-            outcome = await self._run_agent(task, ledger)
-            self._finishing.add(task.id)
-            await self._finish(task, ledger, outcome)
+            ledger = self._ledgers[task.id] = RunLedger(self.ledger, self.service, task, lease)
+            while True:
+                outcome = await self._run_agent(task, ledger, deadline)
+                self._finishing.add(task.id)
+                if await self._finish(task, ledger, outcome):
+                    break
+                # Follow-ups arrived as it completed: the run goes on with them.
+                self._finishing.discard(task.id)
         except (asyncio.CancelledError, LeaseLost):
             # Cancelled by the API, lease lost, or shutdown: not ours to write.
             log.info("task %s: run stopped (attempt %d)", task.id, lease.attempt)
@@ -194,12 +208,14 @@ class WorkerPool:
             self._finishing.discard(task.id)
             self._runs.pop(task.id, None)
             self._leases.pop(task.id, None)
+            self._ledgers.pop(task.id, None)
             self._claims.wake()  # a slot is free
 
-    async def _run_agent(self, task: Task, ledger: RunLedger) -> Outcome:
+    async def _run_agent(self, task: Task, ledger: RunLedger, deadline: float) -> Outcome:
+        """Run the agent until `deadline` (the attempt's timeout after it began)."""
         timeout = task.timeout_seconds or self.settings.task_timeout_seconds
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 return await self.executor.run(task, ledger)
         except TimeoutError:
             message = f"the run exceeded its timeout of {timeout:g} s"
@@ -217,12 +233,12 @@ class WorkerPool:
 
     async def _write_outcome(
         self, task: Task, ledger: RunLedger, target: TaskState, values: dict[str, Any]
-    ) -> bool | None:
+    ) -> Finished | None:
         """The fenced outcome write, retried with backoff through a database blip for
         up to `outcome_retry_seconds`: the model's work is not thrown away for a
         dropped connection. Fencing makes retrying safe (if a failed attempt did
-        commit, the next finds the task no longer ours). True: written; False: not
-        ours any more; None: the database stayed unavailable."""
+        commit, the next finds the task no longer ours). None: the database stayed
+        unavailable."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.outcome_retry_seconds
         delay = 0.05
@@ -236,7 +252,9 @@ class WorkerPool:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    async def _finish(self, task: Task, ledger: RunLedger, outcome: Outcome) -> None:
+    async def _finish(self, task: Task, ledger: RunLedger, outcome: Outcome) -> bool:
+        """Write the outcome. False: not written, the run goes on (it would have
+        completed with follow-ups unread)."""
         values: dict[str, Any]
         if isinstance(outcome, Completed):
             target = TaskState.COMPLETED
@@ -249,6 +267,9 @@ class WorkerPool:
             values = {"error": outcome.error, "usage": outcome.usage}
         # One fenced statement: the outcome, and the run's last messages before it.
         written = await self._write_outcome(task, ledger, target, values)
+        if written is Finished.UNREAD:
+            log.info("task %s: follow-ups arrived as it completed; the run goes on", task.id)
+            return False
         if written is None:
             # Another worker runs it again now rather than after the lease.
             log.warning(
@@ -257,13 +278,14 @@ class WorkerPool:
                 self.settings.outcome_retry_seconds,
             )
             await self._release(task.id, ledger.lease, reason="outcome_unwritten")
-            return
-        if not written:
+            return True
+        if written is Finished.LOST:
             log.info("task %s: outcome dropped, the task is no longer ours", task.id)
-            return
+            return True
         # Parked parents resume when their last subtask finishes; a parent that just
         # parked may find its subtasks already done.
         if target.is_terminal and task.parent_id is not None:
             await self.ledger.subtask_ended(task.parent_id, task.id, target, values.get("error"))
         elif target is TaskState.INPUT_REQUIRED:
             await self.ledger.resume_parents(parent_id=task.id)
+        return True

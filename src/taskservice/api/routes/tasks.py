@@ -1,4 +1,5 @@
-"""`/v1/tasks`: submit, get, list, cancel, and the event log."""
+"""`/v1/tasks`: submit, get, list, cancel, messages to a task, and what it recorded
+(the event log, the conversation, the tool calls)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pydantic import BaseModel
 from taskservice.api import streams
 from taskservice.api.deps import Caller, Reader, get_caller
 from taskservice.api.errors import problem_responses
+from taskservice.api.message_schemas import FollowupIn, InputGiven, MessageSent
 from taskservice.api.params import INT32_MAX, INT64_MAX, Count, Timestamp
 from taskservice.api.schemas import (
     CallOut,
@@ -20,7 +22,6 @@ from taskservice.api.schemas import (
     CancelRequest,
     EventOut,
     EventPage,
-    InputGiven,
     MessageOut,
     MessagePage,
     TaskCreate,
@@ -264,10 +265,37 @@ async def list_task_events(
     summary="Answer a task that waits for input",
 )
 async def provide_task_input(task_id: TaskId, body: InputGiven, caller: Caller) -> TaskOut:
-    task = await caller.service.provide_input(
+    task = await caller.service.inbox.answer(
         tenant=caller.tenant, task_id=task_id, answers=body.answers, answer=body.answer
     )
     return TaskOut.of(task)
+
+
+@router.post(
+    "/{task_id}/messages",
+    operation_id="sendTaskMessage",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=MessageSent,
+    responses={
+        200: {"model": MessageSent, "description": "Idempotent replay: the message sent before"},
+        **problem_responses(400, 401, 404, 409, 413, 415, 422),
+    },
+    summary="Send a message to a task: an answer, or a follow-up for its run",
+    description="A task waiting for the answer to one question takes the message as the "
+    "answer. A pending or running task (or one waiting for its subtasks) queues it: its run "
+    "reads it at its next model request, as a user message of the same conversation, and "
+    "does not complete before it has. A finished task refuses it (409).",
+    openapi_extra={"parameters": [IDEMPOTENCY_KEY]},
+)
+async def send_task_message(task_id: TaskId, body: FollowupIn, request: Request) -> Response:
+    caller = await get_caller(request)
+    sent = await caller.service.inbox.send(
+        tenant=caller.tenant, task_id=task_id, input=body.input, key=idempotency_key(request)
+    )
+    out = MessageSent.of(TaskOut.of(sent.task), sent.followup)
+    if sent.replayed:
+        return json_response(out, status.HTTP_200_OK, {"Idempotent-Replayed": "true"})
+    return json_response(out, status.HTTP_202_ACCEPTED)
 
 
 @router.get(

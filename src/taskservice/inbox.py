@@ -1,0 +1,174 @@
+"""Messages to a task that exists: the answer to the question it waits on, or a
+follow-up for its run.
+
+```
+input_required, asking questions   → the answers; the same conversation resumes
+pending, running, parked on subtasks → queued (`db/followups`); the run reads it at
+                                        its next model request, as a user message
+completed, failed, cancelled         → refused (409): a finished task takes no more
+```
+
+A follow-up is in the ledger before its 2xx: a worker that dies before its run
+read it leaves it queued, and the run that resumes reads it. A run completes only
+once it has read every follow-up queued (the outcome's statement checks), so a
+message accepted a moment before the answer is not left unread: the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from taskservice.content import check_message, field_json
+from taskservice.db.followups import FollowupStore
+from taskservice.db.tasks import TaskStore
+from taskservice.errors import Conflict, InvalidRequest
+from taskservice.models import Followup, Task
+from taskservice.settings import Settings
+from taskservice.states import TaskState
+
+_PREVIEW_CHARS = 500
+# A message re-reads and retries when the task moved under it (it began waiting for
+# input, or finished): a handful of rounds always settles.
+_SEND_ROUNDS = 4
+
+Getter = Callable[..., Awaitable[Task]]
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """Where a message went: `followup` is None when it answered the task's question;
+    `replayed`: the sender's key had queued this message before."""
+
+    task: Task
+    followup: Followup | None
+    replayed: bool = False
+
+
+def _asks(task: Task) -> list[str] | None:
+    """The ids of the questions a task waits on (None: it waits on none)."""
+    request = task.input_request or {}
+    if task.state is not TaskState.INPUT_REQUIRED or request.get("kind") != "questions":
+        return None
+    return [question["id"] for question in request.get("questions", [])]
+
+
+def _preview(input: Any) -> str:
+    text = input if isinstance(input, str) else json.dumps(input)
+    return text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "…"
+
+
+class TaskInbox:
+    def __init__(
+        self, *, store: TaskStore, followups: FollowupStore, settings: Settings, get: Getter
+    ) -> None:
+        self.store = store
+        self.followups = followups
+        self.settings = settings
+        self._get = get  # TaskService.get: the task, or NotFound
+
+    async def send(
+        self, *, tenant: str, task_id: str | uuid.UUID, input: Any, key: str | None = None
+    ) -> Sent:
+        """A message to the task: the answer to its one question, or a follow-up for
+        its run (the table above). `key` makes a retried follow-up find the first."""
+        check_message(input, self.settings)
+        task = await self._get(tenant=tenant, task_id=task_id)
+        if key is not None:
+            sent = await self.followups.by_key(task.id, key)
+            if sent is not None:
+                return self._replay(task, sent, input)
+        for _ in range(_SEND_ROUNDS):
+            asked = _asks(task)
+            if asked is not None:
+                if len(asked) != 1:
+                    raise Conflict(
+                        f"the task asks {len(asked)} questions: answer them by id "
+                        f"(POST /v1/tasks/{task.id}/input)",
+                        state=task.state.value,
+                        questions=asked,
+                    )
+                text = input if isinstance(input, str) else json.dumps(input)
+                return Sent(await self.answer(tenant=tenant, task_id=task.id, answer=text), None)
+            if task.state.is_terminal:
+                raise Conflict(
+                    f"task is {task.state.value}: it takes no more messages",
+                    state=task.state.value,
+                )
+            try:
+                queued = await self.followups.queue(
+                    task.id, tenant=tenant, input=input, key=key, preview=_preview(input)
+                )
+            except asyncpg.UniqueViolationError:  # the same key, sent at the same time
+                assert key is not None
+                sent = await self.followups.by_key(task.id, key)
+                if sent is None:
+                    raise
+                return self._replay(task, sent, input)
+            if queued is not None:
+                return Sent(*queued)
+            task = await self._get(tenant=tenant, task_id=task.id)  # it moved meanwhile
+        raise Conflict("the task kept changing state; retry the message")
+
+    def _replay(self, task: Task, sent: Followup, input: Any) -> Sent:
+        if field_json("input", sent.input) != field_json("input", input):
+            raise Conflict(
+                "this key was already used with a different message",
+                task_id=str(task.id),
+                seq=sent.seq,
+            )
+        return Sent(task, sent, replayed=True)
+
+    async def answer(
+        self,
+        *,
+        tenant: str,
+        task_id: str | uuid.UUID,
+        answers: dict[str, str] | None = None,
+        answer: str | None = None,
+    ) -> Task:
+        """Answer the questions of a task in `input_required`; the same conversation
+        resumes with the answers. `answer` alone answers a single question."""
+        task = await self._get(tenant=tenant, task_id=task_id)
+        if task.state is not TaskState.INPUT_REQUIRED:
+            raise Conflict(
+                f"task is {task.state.value}, not waiting for input", state=task.state.value
+            )
+        asked = _asks(task)
+        if asked is None:
+            raise Conflict("task waits for its subtasks, not for input", state=task.state.value)
+        if (answers is None) == (answer is None):
+            raise InvalidRequest("give either `answers` (by question id) or `answer`")
+        if answer is not None:
+            if len(asked) != 1:
+                raise InvalidRequest(
+                    f"the task asks {len(asked)} questions: give `answers` by id",
+                    questions=asked,
+                )
+            answers = {asked[0]: answer}
+        assert answers is not None
+        if set(answers) != set(asked):
+            raise InvalidRequest("answers must answer exactly the questions asked", questions=asked)
+        field_json("answers", answers)
+        answered = await self.store.provide_input(task.id, tenant=tenant, answers=answers)
+        if answered is None:  # it moved on meanwhile (cancelled, answered by someone else)
+            current = await self._get(tenant=tenant, task_id=task_id)
+            raise Conflict(
+                f"task is {current.state.value}, not waiting for input",
+                state=current.state.value,
+            )
+        return answered
+
+    async def live(self, *, tenant: str, context_id: str | None) -> list[Task]:
+        """Tasks in a context (or in none) that a message can reach: waiting for the
+        answer to one question, or taking follow-ups."""
+        return await self.store.live_in_context(tenant=tenant, context_id=context_id)
+
+    async def unread(self, task: Task) -> list[Followup]:
+        """The follow-ups queued for `task` that no run has read yet."""
+        return await self.followups.after(task.id, task.followups_read) if task.unread else []
