@@ -217,12 +217,15 @@ class TaskService:
     async def wait(self, *, tenant: str, task_id: str, seconds: float) -> Task:
         """Long poll: the task as soon as it is finished or waits for input, else as it
         is when `seconds` (capped) have passed. Woken by the event hub, not a loop."""
-        task = await self.get(tenant=tenant, task_id=task_id)
+        return await self.settle(await self.get(tenant=tenant, task_id=task_id), seconds)
+
+    async def settle(self, task: Task, seconds: float) -> Task:
+        """`wait` for a task the caller has just read (or created)."""
         if self._follower is None or seconds <= 0 or _settled(task):
             return task
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(seconds, self.settings.max_wait_seconds)
-        follow = self._follower.follow(tenant=tenant, task_id=task.id, deadline=deadline)
+        follow = self._follower.follow(tenant=task.tenant, task_id=task.id, deadline=deadline)
         async with aclosing(follow) as updates:
             async for update in updates:
                 if isinstance(update, Task):
@@ -230,7 +233,7 @@ class TaskService:
                         return update
                 elif update is not None and _settles(moved_to(update)):
                     break
-        return await self.get(tenant=tenant, task_id=task.id)
+        return await self.get(tenant=task.tenant, task_id=task.id)
 
     async def list_tasks(
         self,

@@ -110,11 +110,7 @@ class A2AHandler:
         waits for input (or the wait cap has passed)."""
         task = await self.deliver(request)
         if request.wait:
-            task = await self.service.wait(
-                tenant=self.tenant,
-                task_id=str(task.id),
-                seconds=self.service.settings.max_wait_seconds,
-            )
+            task = await self.service.settle(task, self.service.settings.max_wait_seconds)
         return await self.view(task, request.history_length)
 
     async def find(self, task_id: str) -> Task:
