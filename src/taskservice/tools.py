@@ -17,6 +17,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.exceptions import CallDeferred, ModelRetry, ToolFailed
 
 from taskservice.errors import DatabaseUnavailable, ServiceError
+from taskservice.models import Task
 
 ASK_USER = "ask_user"
 WAIT_FOR_SUBTASKS = "wait_for_subtasks"
@@ -24,7 +25,10 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 
 
 class RunHooks(Protocol):
-    """What a running agent reports to its worker (the run's `deps`)."""
+    """What a running agent reports to its worker (the run's `deps`), and the task
+    it runs."""
+
+    task: Task
 
     async def tool_started(self, call_id: str, name: str, arguments: Any) -> None: ...
 

@@ -138,21 +138,23 @@ async def test_a_message_to_a_submitted_task_is_queued_and_shown_in_its_history(
         params = {"message": message("plan"), "configuration": {"returnImmediately": True}}
         task = (await rpc(client, "SendMessage", params))["result"]["task"]
         more = message("and a budget", taskId=task["id"], messageId="m-2")
-        params = {"message": more, "configuration": {"returnImmediately": True}}
+        params_tail = {"configuration": {"returnImmediately": True}}
+        params = {"message": more, **params_tail}
         queued = (await rpc(client, "SendMessage", params))["result"]["task"]
         retried = (await rpc(client, "SendMessage", params))["result"]["task"]
-        other = await rpc(
-            client, "SendMessage", {"message": {**more, "parts": [{"text": "changed"}]}}
-        )
+        changed = {**more, "parts": [{"text": "changed"}]}
+        other = await rpc(client, "SendMessage", {"message": changed, **params_tail})
         history = (await rpc(client, "GetTask", {"id": task["id"]}))["result"]["history"]
         rest = (await client.get(f"/v1/tasks/{task['id']}")).json()
     assert queued["id"] == retried["id"] == task["id"]
     assert queued["status"]["state"] == "TASK_STATE_SUBMITTED"
+    # The retry added nothing; another message under the same id is one of its own.
+    assert other["result"]["task"]["id"] == task["id"]
+    assert rest["followups"] == 2
     assert [(m["messageId"], m["parts"][0]["text"]) for m in history][1:] == [
-        ("m-2", "and a budget")
+        ("m-2", "and a budget"),
+        ("m-2", "changed"),
     ]
-    assert other["error"]["code"] == -32602  # the same messageId with other content
-    assert rest["followups"] == 1  # the retry added nothing
 
 
 async def test_errors_carry_typed_details(make_client: ClientFactory) -> None:
@@ -246,6 +248,9 @@ async def test_the_card_lists_the_interfaces_and_caches(make_client: ClientFacto
         ]
         assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
         assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
+        # Also where a client that takes the JSON-RPC endpoint for the base URL looks.
+        below = await client.get("/a2a/.well-known/agent-card.json")
+        assert below.json() == card
         assert card["capabilities"] == {
             "streaming": True,
             "pushNotifications": True,

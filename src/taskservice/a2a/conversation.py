@@ -21,17 +21,19 @@ for a follow-up and `<task id>:<ledger position>` for the rest.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from taskservice.a2a.errors import A2AError, Kind
+from taskservice.content import canonical
 from taskservice.models import Followup, Task
 from taskservice.tools import ASK_USER
 
 Role = Literal["user", "agent"]
-# The key a message's id is kept under (a task's idempotency key, a follow-up's key).
+# A message's key (a task's idempotency key, a follow-up's key) starts so.
 MESSAGE_KEY = "a2a:"
 
 
@@ -75,6 +77,17 @@ class SendRequest:
     history_length: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     push: PushConfig | None = None
+
+
+def message_key(message: Message, metadata: Mapping[str, Any]) -> str:
+    """The key a message is kept under: its id, after a digest of what it says (its
+    parts, context and metadata, and the request's `metadata`). A retry of the same
+    message finds what it made; another message under an id used before (which a
+    client should not send, and the conformance kits do) is a message of its own."""
+    parts = [[part.kind, part.value] for part in message.parts]
+    said = canonical([parts, message.context_id, message.metadata, dict(metadata)])
+    digest = hashlib.sha256(said.encode()).hexdigest()[:16]
+    return f"{MESSAGE_KEY}{digest}:{message.message_id}"
 
 
 def context(task: Task) -> str:
@@ -138,7 +151,7 @@ def _turn(row: Mapping[str, Any]) -> tuple[Role, list[Part]] | None:
 
 def _followup_id(task_id: str, seq: Any, key: Any) -> str:
     if isinstance(key, str) and key.startswith(MESSAGE_KEY):
-        return key.removeprefix(MESSAGE_KEY)
+        return key.removeprefix(MESSAGE_KEY).split(":", 1)[-1]  # the sender's messageId
     return f"{task_id}:followup:{seq}"
 
 

@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
 from taskservice.a2a.conversation import (
-    MESSAGE_KEY,
     SendRequest,
     context,
     history,
     input_of,
     last,
+    message_key,
 )
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.push import PushConfigs, webhook_request
@@ -71,17 +71,18 @@ class A2AHandler:
             if task.state.is_terminal:
                 raise _refused(Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages")
             # It answers the question the task waits on, or is queued for its run; a
-            # retried message (same messageId) finds the one queued before.
+            # retried message finds the one queued before.
             sent = await self.service.inbox.send(
                 tenant=self.tenant,
                 task_id=task.id,
                 input=input_of(message.parts),
-                key=f"{MESSAGE_KEY}{message.message_id}",
+                key=message_key(message, request.metadata),
             )
             if request.push is not None:  # once the message is taken: a refusal sets nothing
                 await PushConfigs(self.service, self.tenant).create(str(task.id), request.push)
             return sent.task
         given = input_of(message.parts)
+        key = message_key(message, request.metadata)
         options = {**request.metadata, **(message.metadata or {})}
         agent, model = options.get("agent"), options.get("model")
         task, _ = await self.service.submit(
@@ -97,9 +98,9 @@ class A2AHandler:
             },
             # A message without a context starts one, named after the message so
             # that a retry names the same one.
-            context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, message.message_id)),
-            # A retried message (same messageId) finds the task it created.
-            idempotency_key=f"{MESSAGE_KEY}{message.message_id}",
+            context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, key)),
+            # A retried message finds the task it created.
+            idempotency_key=key,
             # Committed with the task: no state change is missed.
             webhooks=[webhook_request(request.push)] if request.push is not None else (),
         )

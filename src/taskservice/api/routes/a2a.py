@@ -124,6 +124,12 @@ def card_for(request: Request, runtime: Runtime, *, extended: bool) -> dict[str,
 
 
 @router.get(
+    # Also below the JSON-RPC endpoint, where a client that takes it for the agent's
+    # base URL looks (undocumented there).
+    PATH + "/.well-known/agent-card.json",
+    include_in_schema=False,
+)
+@router.get(
     "/.well-known/agent-card.json",
     operation_id="a2aAgentCard",
     summary="The A2A agent card (1.0, with the 0.3 fields): interfaces, skills (agent "
