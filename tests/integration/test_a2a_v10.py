@@ -10,7 +10,9 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 
+from taskservice.a2a.handler import A2AHandler
 from tests.conftest import ClientFactory, LiveFactory
 from tests.integration.helpers import asks_for_a_colour
 
@@ -328,3 +330,24 @@ async def test_list_tasks_pages_by_status_time_newest_first(make_client: ClientF
     fields = {v["field"] for v in bad["error"]["data"][1]["fieldViolations"]}
     assert fields == {"pageSize", "historyLength", "status", "statusTimestampAfter"}
     assert token["error"]["code"] == -32602
+
+
+async def test_a_message_to_a_task_that_finishes_meanwhile_is_unsupported(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler saw the task live; it finished before the message was queued."""
+    async with make_client() as client:
+        params = {"message": message("x"), "configuration": {"returnImmediately": True}}
+        task = (await rpc(client, "SendMessage", params))["result"]["task"]
+        live = await client.app.state.runtime.service.get(tenant="default", task_id=task["id"])
+        await rpc(client, "CancelTask", {"id": task["id"]})
+        real = A2AHandler.find
+        calls = iter([live])
+
+        async def stale_first(self: A2AHandler, task_id: str) -> Any:
+            return next(calls, None) or await real(self, task_id)
+
+        monkeypatch.setattr(A2AHandler, "find", stale_first)
+        late = await rpc(client, "SendMessage", {"message": message("more", taskId=task["id"])})
+    assert late["error"]["code"] == -32004
+    assert late["error"]["data"][0]["metadata"]["state"] == "cancelled"

@@ -79,13 +79,16 @@ class SendRequest:
     push: PushConfig | None = None
 
 
-def message_key(message: Message, metadata: Mapping[str, Any]) -> str:
+def message_key(request: SendRequest) -> str:
     """The key a message is kept under: its id, after a digest of what it says (its
-    parts, context and metadata, and the request's `metadata`). A retry of the same
-    message finds what it made; another message under an id used before (which a
-    client should not send, and the conformance kits do) is a message of its own."""
+    parts, context and metadata) and of what the request asks with it (its
+    `metadata` and push config). A retry of the same request finds what it made;
+    another message under an id used before (which a client should not send, and
+    the conformance kits do) is a message of its own."""
+    message, push = request.message, request.push
     parts = [[part.kind, part.value] for part in message.parts]
-    said = canonical([parts, message.context_id, message.metadata, dict(metadata)])
+    pushed = [push.url, push.id, push.token, push.scheme, push.credentials] if push else None
+    said = canonical([parts, message.context_id, message.metadata, request.metadata, pushed])
     digest = hashlib.sha256(said.encode()).hexdigest()[:16]
     return f"{MESSAGE_KEY}{digest}:{message.message_id}"
 

@@ -45,6 +45,10 @@ def _refused(kind: Kind, task: Task, why: str) -> A2AError:
     )
 
 
+def _finished(task: Task) -> A2AError:
+    return _refused(Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages")
+
+
 class A2AHandler:
     """One caller's A2A requests: a tenant and the use cases it acts through."""
 
@@ -69,20 +73,28 @@ class A2AHandler:
                     violations=[(("message", "contextId"), "is not the context of the task")],
                 )
             if task.state.is_terminal:
-                raise _refused(Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages")
+                raise _finished(task)
             # It answers the question the task waits on, or is queued for its run; a
             # retried message finds the one queued before.
-            sent = await self.service.inbox.send(
-                tenant=self.tenant,
-                task_id=task.id,
-                input=input_of(message.parts),
-                key=message_key(message, request.metadata),
-            )
+            try:
+                sent = await self.service.inbox.send(
+                    tenant=self.tenant,
+                    task_id=task.id,
+                    input=input_of(message.parts),
+                    key=message_key(request),
+                )
+            except Conflict:
+                task = await self.find(str(task.id))
+                if task.state.is_terminal:  # it finished meanwhile
+                    raise _refused(
+                        Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages"
+                    ) from None
+                raise
             if request.push is not None:  # once the message is taken: a refusal sets nothing
                 await PushConfigs(self.service, self.tenant).create(str(task.id), request.push)
             return sent.task
         given = input_of(message.parts)
-        key = message_key(message, request.metadata)
+        key = message_key(request)
         options = {**request.metadata, **(message.metadata or {})}
         agent, model = options.get("agent"), options.get("model")
         task, _ = await self.service.submit(
