@@ -4,6 +4,7 @@ database can store and read back, within the size limits, texts without NUL."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,11 @@ _NUL_MESSAGE = "text must not contain NUL (\\u0000) characters"
 def canonical(value: Any) -> str:
     """`value` encoded with sorted keys: equal values, equal text (request hashes)."""
     return jsonvalues.encode(value, sort_keys=True)
+
+
+def as_text(value: Any) -> str:
+    """An input as a model reads it: text as it is, JSON encoded."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def field_json(name: str, value: Any) -> str:

@@ -16,7 +16,6 @@ message accepted a moment before the answer is not left unread: the run goes on.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Any
 
 import asyncpg
 
-from taskservice.content import check_message, field_json
+from taskservice.content import as_text, check_message, field_json
 from taskservice.db.followups import FollowupStore
 from taskservice.db.tasks import TaskStore
 from taskservice.errors import Conflict, InvalidRequest
@@ -59,7 +58,7 @@ def _asks(task: Task) -> list[str] | None:
 
 
 def _preview(input: Any) -> str:
-    text = input if isinstance(input, str) else json.dumps(input)
+    text = as_text(input)
     return text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "…"
 
 
@@ -79,6 +78,15 @@ class TaskInbox:
         its run (the table above). `key` makes a retried follow-up find the first."""
         check_message(input, self.settings)
         task = await self._get(tenant=tenant, task_id=task_id)
+        return await self.send_to(task, input=input, key=key, checked=True)
+
+    async def send_to(
+        self, task: Task, *, input: Any, key: str | None = None, checked: bool = False
+    ) -> Sent:
+        """`send` to a task the caller has just read."""
+        if not checked:
+            check_message(input, self.settings)
+        tenant = task.tenant
         if key is not None:
             sent = await self.followups.by_key(task.id, key)
             if sent is not None:
@@ -93,8 +101,7 @@ class TaskInbox:
                         state=task.state.value,
                         questions=asked,
                     )
-                text = input if isinstance(input, str) else json.dumps(input)
-                return Sent(await self.answer(tenant=tenant, task_id=task.id, answer=text), None)
+                return Sent(await self._answer(task, answers=None, answer=as_text(input)), None)
             if task.state.is_terminal:
                 raise Conflict(
                     f"task is {task.state.value}: it takes no more messages",
@@ -135,6 +142,11 @@ class TaskInbox:
         """Answer the questions of a task in `input_required`; the same conversation
         resumes with the answers. `answer` alone answers a single question."""
         task = await self._get(tenant=tenant, task_id=task_id)
+        return await self._answer(task, answers=answers, answer=answer)
+
+    async def _answer(
+        self, task: Task, *, answers: dict[str, str] | None, answer: str | None
+    ) -> Task:
         if task.state is not TaskState.INPUT_REQUIRED:
             raise Conflict(
                 f"task is {task.state.value}, not waiting for input", state=task.state.value
@@ -155,9 +167,9 @@ class TaskInbox:
         if set(answers) != set(asked):
             raise InvalidRequest("answers must answer exactly the questions asked", questions=asked)
         field_json("answers", answers)
-        answered = await self.store.provide_input(task.id, tenant=tenant, answers=answers)
+        answered = await self.store.provide_input(task.id, tenant=task.tenant, answers=answers)
         if answered is None:  # it moved on meanwhile (cancelled, answered by someone else)
-            current = await self._get(tenant=tenant, task_id=task_id)
+            current = await self._get(tenant=task.tenant, task_id=task.id)
             raise Conflict(
                 f"task is {current.state.value}, not waiting for input",
                 state=current.state.value,

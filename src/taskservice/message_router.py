@@ -122,15 +122,16 @@ class MessageRouter:
 
         live = await inbox.live(tenant=tenant, context_id=context_id)
         if len(live) == 1:
-            sent = await inbox.send(tenant=tenant, task_id=live[0].id, input=text)
+            sent = await inbox.send_to(live[0], input=text)
             reason = "the only task in the context a message can reach"
             return Routed(sent.task, "single", 1.0, reason, sent.followup)
         if live:
             result = await self.agent.run(_candidates_prompt(text, live))
             choice = result.output
             chosen = parse_uuid(choice.task_id) if choice.task_id else None
-            if chosen is not None and chosen in {task.id for task in live}:
-                sent = await inbox.send(tenant=tenant, task_id=chosen, input=text)
+            picked = next((task for task in live if task.id == chosen), None)
+            if picked is not None:
+                sent = await inbox.send_to(picked, input=text)
                 return Routed(sent.task, "model", choice.confidence, choice.reason, sent.followup)
             created, _ = await self.service.submit(tenant=tenant, input=text, context_id=context_id)
             reason = choice.reason or "a new request"

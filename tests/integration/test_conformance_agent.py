@@ -3,6 +3,7 @@ message id that starts a task says what the task does."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -51,5 +52,7 @@ async def test_any_other_message_keeps_its_task_working_a_while(
         task = (await rpc(client, "SendMessage", sent))["result"]["task"]
         got = (await rpc(client, "GetTask", {"id": task["id"]}))["result"]
         assert got["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
-        done = await client.get(f"/v1/tasks/{task['id']}", params={"wait": 10})
-    assert done.json()["result"] == "Done: ping"
+        done = (await client.get(f"/v1/tasks/{task['id']}", params={"wait": 10})).json()
+    assert done["result"] == "Done: ping"
+    ran = datetime.fromisoformat(done["finished_at"]) - datetime.fromisoformat(done["started_at"])
+    assert ran.total_seconds() >= 1  # it was working all that while

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from taskservice.a2a.errors import A2AError, Kind
-from taskservice.content import canonical
+from taskservice.content import as_text, canonical
 from taskservice.models import Followup, Task
 from taskservice.tools import ASK_USER
 
@@ -119,10 +119,6 @@ def parts_of(value: Any) -> list[Part]:
     return [Part("text", value)] if isinstance(value, str) else [Part("data", value)]
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
 def _question(part: Mapping[str, Any]) -> str:
     args = part.get("args")
     if isinstance(args, str):
@@ -130,7 +126,7 @@ def _question(part: Mapping[str, Any]) -> str:
             args = json.loads(args)
         except ValueError:
             return args
-    return _text(args.get("question", args) if isinstance(args, dict) else args)
+    return as_text(args.get("question", args) if isinstance(args, dict) else args)
 
 
 def _turn(row: Mapping[str, Any]) -> tuple[Role, list[Part]] | None:
@@ -142,7 +138,7 @@ def _turn(row: Mapping[str, Any]) -> tuple[Role, list[Part]] | None:
         if body.get("kind") == "request":
             follow_up = kind == "user-prompt" and row["position"] > 0  # 0: the input
             if follow_up or (kind == "tool-return" and tool == ASK_USER):
-                parts.append(Part("text", _text(part.get("content"))))
+                parts.append(Part("text", as_text(part.get("content"))))
         elif kind == "text" and part.get("content"):
             parts.append(Part("text", part["content"]))
         elif kind == "tool-call" and tool == ASK_USER:

@@ -77,18 +77,13 @@ class A2AHandler:
             # It answers the question the task waits on, or is queued for its run; a
             # retried message finds the one queued before.
             try:
-                sent = await self.service.inbox.send(
-                    tenant=self.tenant,
-                    task_id=task.id,
-                    input=input_of(message.parts),
-                    key=message_key(request),
+                sent = await self.service.inbox.send_to(
+                    task, input=input_of(message.parts), key=message_key(request)
                 )
             except Conflict:
                 task = await self.find(str(task.id))
                 if task.state.is_terminal:  # it finished meanwhile
-                    raise _refused(
-                        Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages"
-                    ) from None
+                    raise _finished(task) from None
                 raise
             if request.push is not None:  # once the message is taken: a refusal sets nothing
                 await PushConfigs(self.service, self.tenant).create(str(task.id), request.push)

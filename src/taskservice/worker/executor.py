@@ -8,7 +8,6 @@ agent again on the same conversation when follow-ups arrived as it completed.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
 
 from taskservice.agents import AgentCatalog
+from taskservice.content import as_text
 from taskservice.models import Task
 from taskservice.tools import ASK_USER, WAIT_FOR_SUBTASKS, current_run
 from taskservice.worker.ledger import RunLedger
@@ -56,7 +56,7 @@ Outcome = Completed | Failed | NeedsInput
 
 
 def prompt_of(task: Task) -> str:
-    return task.input if isinstance(task.input, str) else json.dumps(task.input)
+    return as_text(task.input)
 
 
 def failure_of(exc: Exception) -> dict[str, Any]:

@@ -4,7 +4,6 @@ and the previews the `message` events show."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -17,6 +16,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from taskservice.content import as_text
 from taskservice.models import Followup
 
 _PREVIEW_CHARS = 500
@@ -41,9 +41,9 @@ def complete_turns(new: list[ModelMessage]) -> list[ModelMessage]:
 def followup_request(followup: Followup) -> ModelRequest:
     """A follow-up as the run reads it: a user message, marked with its number (and
     its sender's key) in the message's metadata, which the model is not shown."""
-    text = followup.input if isinstance(followup.input, str) else json.dumps(followup.input)
     return ModelRequest(
-        parts=[UserPromptPart(text)], metadata={"followup": followup.seq, "key": followup.key}
+        parts=[UserPromptPart(as_text(followup.input))],
+        metadata={"followup": followup.seq, "key": followup.key},
     )
 
 
