@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     # Where clients reach the service (the agent card's URLs), e.g. https://tasks.example.com;
     # else each request's scheme and host (X-Forwarded-Proto, -Host and -Prefix honoured).
     public_url: str | None = None
+    # The agent card carries the fields 0.3 clients read it by (`url`,
+    # `preferredTransport`, the scheme's `type`), as the official SDK's does; off: a
+    # strict 1.0 card, for deployments without 0.3 clients (the 0.3 methods still work).
+    a2a_card_v03_fields: bool = True
     # `auto`: open as tenant "default" while no API key exists, on loopback only.
     # `required`: every request needs a key, even with none created yet.
     auth_mode: Literal["auto", "required", "open"] = "auto"

@@ -36,7 +36,9 @@ def later(text: str) -> bytes:
 def refusal(response: httpx.Response, status: int, reason: str) -> dict[str, Any]:
     """The google.rpc.Status of a refused request, checked for its status and reason."""
     assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/a2a+json"
+    said = response.request.headers.get("content-type", "") + response.request.headers["accept"]
+    spoken = "application/a2a+json" if "a2a+json" in said else "application/json"
+    assert response.headers["content-type"] == spoken  # the client's, else plain JSON
     error: dict[str, Any] = response.json()["error"]
     assert error["code"] == status
     [info, *_] = error["details"]
@@ -92,8 +94,8 @@ async def test_send_get_list_and_cancel(make_client: ClientFactory) -> None:
         assert cancelled.json()["status"]["state"] == "TASK_STATE_CANCELED"
         again = await client.post(f"{BASE}/tasks/{task['id']}:cancel", headers=A2A_JSON)
         assert refusal(again, 400, "TASK_NOT_CANCELABLE")["status"] == "FAILED_PRECONDITION"
-        card = await client.get(f"{BASE}/extendedAgentCard")
-        assert "model:offline" in card.json()["skills"][0]["tags"]
+        card = await client.get(f"{BASE}/extendedAgentCard")  # open mode: no key
+        assert refusal(card, 400, "EXTENDED_AGENT_CARD_NOT_CONFIGURED")
 
 
 async def test_errors_are_statuses_with_the_spec_s_http_codes(make_client: ClientFactory) -> None:
@@ -143,6 +145,40 @@ async def test_errors_are_statuses_with_the_spec_s_http_codes(make_client: Clien
         assert (await client.get("/v1/tasks")).json()["tasks"] == []
 
 
+async def test_answers_are_in_the_json_media_type_the_client_speaks(
+    make_client: ClientFactory,
+) -> None:
+    a2a, plain = "application/a2a+json", "application/json"
+    async with make_client() as client:
+        sent = await client.post(
+            f"{BASE}/message:send", content=later("x"), headers={"Content-Type": plain}
+        )
+        assert sent.headers["content-type"] == plain
+        task_path = f"{BASE}/tasks/{sent.json()['task']['id']}"
+        answers = {
+            "no preference": await client.get(task_path),
+            "accepts a2a+json": await client.get(task_path, headers={"Accept": a2a}),
+            "sends a2a+json": await client.post(
+                f"{BASE}/message:send", content=later("y"), headers={"Content-Type": a2a}
+            ),
+            "refused, no preference": await client.get(f"{BASE}/tasks/{uuid.uuid4()}"),
+            "refused, accepts a2a+json": await client.get(
+                f"{BASE}/tasks/{uuid.uuid4()}", headers={"Accept": f"{a2a}, */*;q=0.1"}
+            ),
+            "refused by the guard": await client.post(
+                f"{BASE}/message:send", content=b"{", headers={"Content-Type": a2a}
+            ),
+        }
+    assert {said: r.headers["content-type"] for said, r in answers.items()} == {
+        "no preference": plain,
+        "accepts a2a+json": a2a,
+        "sends a2a+json": a2a,
+        "refused, no preference": plain,
+        "refused, accepts a2a+json": a2a,
+        "refused by the guard": a2a,
+    }
+
+
 async def test_the_operations_are_at_the_root_too(make_client: ClientFactory) -> None:
     async with make_client() as client:
         sent = await client.post("/message:send", content=later("root"), headers=A2A_JSON)
@@ -164,8 +200,11 @@ async def test_a_missing_key_is_an_unauthenticated_status(
         assert anonymous.status_code == 401
         assert anonymous.headers["www-authenticate"] == "Bearer"
         assert anonymous.json()["error"]["status"] == "UNAUTHENTICATED"
-        mine = await client.get(f"{BASE}/tasks", headers={"Authorization": f"Bearer {key}"})
+        as_alice = {"Authorization": f"Bearer {key}"}
+        mine = await client.get(f"{BASE}/tasks", headers=as_alice)
         assert mine.json()["tasks"] == []
+        card = await client.get(f"{BASE}/extendedAgentCard", headers=as_alice)
+        assert "model:offline" in card.json()["skills"][0]["tags"]
 
 
 async def test_streams_are_sse_of_stream_responses(make_live: LiveFactory) -> None:

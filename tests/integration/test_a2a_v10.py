@@ -11,8 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.a2a.handler import A2AHandler
+from taskservice.db.keys import ApiKeyStore
 from tests.conftest import ClientFactory, LiveFactory
 from tests.integration.helpers import asks_for_a_colour
 
@@ -236,8 +238,11 @@ async def test_streams_wrap_each_event_and_subscribe_lasts_through_a_question(
     assert [a["error"]["code"] for a in finished] == [-32004]
 
 
-async def test_the_card_lists_the_interfaces_and_caches(make_client: ClientFactory) -> None:
-    async with make_client() as client:
+async def test_the_card_lists_the_interfaces_and_caches(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    key, _ = await ApiKeyStore(db).create(tenant="carded")
+    async with make_client(auth_mode="open") as client:
         response = await client.get("/.well-known/agent-card.json")
         card = response.json()
         assert card["supportedInterfaces"] == [
@@ -272,12 +277,37 @@ async def test_the_card_lists_the_interfaces_and_caches(make_client: ClientFacto
         proxied = await client.get("/.well-known/agent-card.json", headers=forwarded)
         assert proxied.json()["url"] == "https://agents.example.com/tasks/a2a"
         assert proxied.headers["etag"] != tag
-        extended = (await rpc(client, "GetExtendedAgentCard"))["result"]
+        as_key = {**V1, "Authorization": f"Bearer {key}"}
+        extended = (await rpc(client, "GetExtendedAgentCard", headers=as_key))["result"]
         assert "model:offline" in extended["skills"][0]["tags"]
         assert "model:offline" not in card["skills"][0]["tags"]
+        # Open mode serves a caller without a key, who has not authenticated, though.
+        anonymous = await rpc(client, "GetExtendedAgentCard")
+        assert anonymous["error"]["code"] == -32007
+        assert reason(anonymous) == "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
     async with make_client(public_url="https://public.example.com/") as client:
         card = (await client.get("/.well-known/agent-card.json")).json()
     assert card["supportedInterfaces"][0]["url"] == "https://public.example.com/a2a"
+
+
+async def test_a_strict_card_has_only_the_fields_of_1_0(make_client: ClientFactory) -> None:
+    async with make_client() as client:
+        both = (await client.get("/.well-known/agent-card.json")).json()
+    async with make_client(a2a_card_v03_fields=False) as client:
+        strict = (await client.get("/.well-known/agent-card.json")).json()
+        # The 0.3 methods still answer; 0.3 clients just cannot find them by the card.
+        got = await rpc(client, "tasks/get", {"id": str(uuid.uuid4())}, headers={})
+    v03_only = {"url", "preferredTransport", "protocolVersion", "security"}
+    assert v03_only | {"supportsAuthenticatedExtendedCard"} <= set(both)
+    assert not v03_only & set(strict)
+    assert "supportsAuthenticatedExtendedCard" not in strict
+    assert strict["securitySchemes"] == {
+        "bearer": {
+            "httpAuthSecurityScheme": both["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]
+        }
+    }
+    assert strict["supportedInterfaces"] == both["supportedInterfaces"]  # 0.3 listed too
+    assert got["error"]["code"] == -32001
 
 
 async def test_list_tasks_pages_by_status_time_newest_first(make_client: ClientFactory) -> None:
@@ -320,10 +350,9 @@ async def test_list_tasks_pages_by_status_time_newest_first(make_client: ClientF
     assert all("history" not in t and "artifacts" not in t for t in first["tasks"])
     assert [t["id"] for t in second["tasks"]] == [ids[3], ids[2]]
     assert [t["id"] for t in third["tasks"]] == [ids[1]]
-    assert third["nextPageToken"] == ""
+    assert (third["nextPageToken"], third["pageSize"]) == ("", 1)
     assert [t["id"] for t in context["tasks"]] == [ids[0], ids[4], ids[2]]
-    assert context["totalSize"] == 3
-    assert context["pageSize"] == 50
+    assert (context["pageSize"], context["totalSize"]) == (3, 3)  # tasks on the page
     assert [t["id"] for t in state["tasks"]] == [ids[0]]
     assert [t["id"] for t in after["tasks"]] == [ids[0]]
     assert [m["parts"] for m in with_history["tasks"][0]["history"]] == [[{"text": "t0"}]]

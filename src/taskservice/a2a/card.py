@@ -2,7 +2,9 @@
 them (`url`, `preferredTransport`, `protocolVersion`, `security`, the security
 scheme's `type`), so that clients of both versions find their interface: 1.0 clients
 read `supportedInterfaces` (preferred first) and ignore the rest; 0.3 clients read
-the main `url`. One skill per agent profile; bearer API keys.
+the main `url`. This is what the official SDK serves too; without `v03_fields` the
+card is strict 1.0 (its schema admits no other keys). One skill per agent profile;
+bearer API keys.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def agent_card(
     streaming: bool = True,
     push_notifications: bool = False,
     extended: bool = False,
+    v03_fields: bool = True,
 ) -> dict[str, Any]:
     """The card for clients at `base_url` (the public card, or with `extended` the
     one an authenticated caller gets)."""
@@ -56,8 +59,7 @@ def agent_card(
         {"url": f"{base_url}{i.path}", "protocolBinding": i.binding, "protocolVersion": i.version}
         for i in interfaces
     ]
-    legacy = next(i for i in listed if i["protocolVersion"] == "0.3")
-    return {
+    card: dict[str, Any] = {
         "name": "taskservice",
         "description": "Runs LLM sub-agents as durable tasks. Pick a skill (an agent "
         "profile) with the message's `metadata.agent`, and a model with `metadata.model`.",
@@ -75,22 +77,24 @@ def agent_card(
                     "scheme": "Bearer",
                     "description": "an API key of the service (`taskservice keys create`)",
                 },
-                # 0.3
-                "type": "http",
-                "scheme": "bearer",
             }
         },
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [_skill(profile, extended=extended) for profile in profiles],
-        # 0.3: the main interface and its version, its security, the extended card
-        "url": legacy["url"],
-        "preferredTransport": legacy["protocolBinding"],
-        "protocolVersion": "0.3.0",
-        "security": [{"bearer": []}],
-        "supportsAuthenticatedExtendedCard": True,
     }
+    if v03_fields:  # the main interface and its version, its security, the extended card
+        legacy = next(i for i in listed if i["protocolVersion"] == "0.3")
+        card["securitySchemes"]["bearer"].update(type="http", scheme="bearer")
+        card.update(
+            url=legacy["url"],
+            preferredTransport=legacy["protocolBinding"],
+            protocolVersion="0.3.0",
+            security=[{"bearer": []}],
+            supportsAuthenticatedExtendedCard=True,
+        )
+    return card
 
 
 def etag(card: dict[str, Any]) -> str:

@@ -158,9 +158,7 @@ async def _list_10(call: Call, raw: Any) -> Any:
     views, token, total = await call.handler.list_tasks(
         where, page_size=size, history_length=query.history_length
     )
-    return v10.task_list(
-        views, next_token=token, page_size=size, total=total, artifacts=query.include_artifacts
-    )
+    return v10.task_list(views, next_token=token, total=total, artifacts=query.include_artifacts)
 
 
 async def _resubscribe_03(call: Call, raw: Any) -> Events:

@@ -1,10 +1,10 @@
 """The HTTP+JSON binding of A2A 1.0 (the specification's section 11): one operation
 per resource and verb, below the base URL the agent card announces, each the 1.0
 method of `a2a.methods` whose parameters it gathers from the path, the query (GET
-and DELETE) or the JSON body (POST). Answers are ProtoJSON with the media type
-`application/a2a+json`; errors a `google.rpc.Status` (AIP-193) with the HTTP status
-of the specification's table and the same typed details as JSON-RPC; streams are
-SSE whose events are StreamResponses, an error after the stream began its last
+and DELETE) or the JSON body (POST). Answers are ProtoJSON, as `application/a2a+json`
+to a client that speaks it (`media_type`); errors a `google.rpc.Status` (AIP-193)
+with the HTTP status of the specification's table and the same typed details as
+JSON-RPC; streams are SSE whose events are StreamResponses, an error after the stream began its last
 event, named `error`.
 """
 
@@ -26,6 +26,19 @@ from taskservice.a2a.methods import (
 )
 
 MEDIA_TYPE = "application/a2a+json"
+PLAIN_JSON = "application/json"
+MEDIA_TYPES = (MEDIA_TYPE, PLAIN_JSON)
+
+
+def media_type(content_type: str | None, accept: str | None) -> str:
+    """The answer's media type: `application/a2a+json` (which the specification says
+    the binding SHOULD use) for a client whose `Content-Type` or `Accept` names it,
+    else `application/json`, which every HTTP client reads as JSON (curl, browsers,
+    the conformance kit)."""
+    asked = f"{content_type or ''},{accept or ''}".lower()
+    return MEDIA_TYPE if MEDIA_TYPE in asked else PLAIN_JSON
+
+
 VERSION_PARAMETER = "A2A-Version"  # may be sent as a query parameter instead of the header
 
 

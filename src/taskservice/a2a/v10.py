@@ -253,13 +253,13 @@ def push_config(task_id: str, config: PushConfig) -> dict[str, Any]:
     return out
 
 
-def task_list(
-    views: list[View], *, next_token: str, page_size: int, total: int, artifacts: bool
-) -> dict[str, Any]:
+def task_list(views: list[View], *, next_token: str, total: int, artifacts: bool) -> dict[str, Any]:
+    """`pageSize` is the number of tasks on this page, as the official .NET and Java
+    SDKs and the conformance kit read "the page size used for this response"."""
     return {
         "tasks": [task(view, artifacts=artifacts) for view in views],
         "nextPageToken": next_token,
-        "pageSize": page_size,
+        "pageSize": len(views),
         "totalSize": total,
     }
 

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from taskservice.a2a.errors import A2AError, Kind
-from taskservice.a2a.rest import MEDIA_TYPE as A2A_JSON
+from taskservice.a2a.rest import media_type as a2a_media_type
 from taskservice.api.errors import PROBLEM_JSON
 from taskservice.jsonvalues import JsonRefused, NotJson, check_body
 
@@ -234,8 +234,13 @@ class RequestGuard:
             refused = A2AError(
                 A2A_KIND_OF[status], detail, http_status=400 if status == 422 else status
             )
+            headers = dict(scope["headers"])
+            media_type = a2a_media_type(
+                headers.get(b"content-type", b"").decode("latin-1"),
+                headers.get(b"accept", b"").decode("latin-1"),
+            )
             await self._send(
-                send, refused.http_status, A2A_JSON, refused.status(), close=status == 413
+                send, refused.http_status, media_type, refused.status(), close=status == 413
             )
             return
         payload = {

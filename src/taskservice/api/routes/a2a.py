@@ -20,8 +20,9 @@ from sse_starlette import ServerSentEvent
 from taskservice import __version__
 from taskservice.a2a import jsonrpc, methods
 from taskservice.a2a.card import HTTP_JSON, JSONRPC, Interface, agent_card, etag
+from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.handler import A2AHandler
-from taskservice.api.deps import get_caller, get_runtime
+from taskservice.api.deps import CallerContext, get_caller, get_runtime
 from taskservice.api.errors import problem_responses
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.api.streams import event_stream
@@ -87,11 +88,9 @@ async def _events(responses: AsyncIterator[jsonrpc.Response]) -> AsyncIterator[S
 @router.post(PATH + "/", include_in_schema=False)
 async def a2a_rpc(request: Request) -> Response:
     caller = await get_caller(request)  # a missing or bad key is a 401, as on /v1
-
-    def extended_card() -> dict[str, Any]:
-        return card_for(request, caller.runtime, extended=True)
-
-    call = methods.Call(A2AHandler(caller.service, caller.tenant), extended_card)
+    call = methods.Call(
+        A2AHandler(caller.service, caller.tenant), lambda: extended_card_for(request, caller)
+    )
     version = request.headers.get(VERSION_HEADER, request.query_params.get(VERSION_HEADER))
     answer = await jsonrpc.respond(call, await request.body(), version)
     if isinstance(answer, jsonrpc.Stream):
@@ -120,7 +119,21 @@ def card_for(request: Request, runtime: Runtime, *, extended: bool) -> dict[str,
         profiles=runtime.catalog.profiles.values(),
         push_notifications=True,  # registered anywhere; sent by any replica's dispatcher
         extended=extended,
+        v03_fields=runtime.settings.a2a_card_v03_fields,
     )
+
+
+def extended_card_for(request: Request, caller: CallerContext) -> dict[str, Any]:
+    """The extended card, for a caller who authenticated with an API key. In open
+    development mode a caller without one is served as the default tenant, but has
+    not authenticated: the extended card is not theirs (-32007; 400 on HTTP+JSON)."""
+    if caller.key_id is None:
+        raise A2AError(
+            Kind.EXTENDED_AGENT_CARD_NOT_CONFIGURED,
+            "the extended agent card is for callers with an API key "
+            "(`Authorization: Bearer <key>`)",
+        )
+    return card_for(request, caller.runtime, extended=True)
 
 
 @router.get(

@@ -2,7 +2,8 @@
 root, see `ALIAS`): a route per
 operation of `a2a.rest`, each authenticating as `/v1` does, then handing the path,
 query, body and `A2A-Version` to the adapter. Refusals, a missing key's included,
-are `google.rpc.Status` bodies (`application/a2a+json`), as an A2A client reads
+are `google.rpc.Status` bodies (`application/a2a+json`, or `application/json` for a
+client that does not name the former: `rest.media_type`), as an A2A client reads
 them; an unknown path below the base is a 404 `METHOD_NOT_FOUND`, a known one with
 another verb a 405.
 """
@@ -22,7 +23,7 @@ from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.handler import A2AHandler
 from taskservice.a2a.methods import Call, Events
 from taskservice.api.deps import get_caller
-from taskservice.api.routes.a2a import VERSION_HEADER, card_for
+from taskservice.api.routes.a2a import VERSION_HEADER, extended_card_for
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.api.streams import event_stream
 from taskservice.errors import ServiceError
@@ -39,16 +40,18 @@ PREFIXES = (BASE + "/", ALIAS + "/message:", ALIAS + "/tasks")  # where errors a
 _STATUS_OF = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 503: "UNAVAILABLE"}
 
 
-def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        json.dumps(body), status_code=status, media_type=rest.MEDIA_TYPE, headers=headers
-    )
+def _json(
+    request: Request, status: int, body: Any, headers: dict[str, str] | None = None
+) -> Response:
+    media_type = rest.media_type(request.headers.get("content-type"), request.headers.get("accept"))
+    return Response(json.dumps(body), status_code=status, media_type=media_type, headers=headers)
 
 
-def _refused(exc: ServiceError) -> Response:
+def _refused(request: Request, exc: ServiceError) -> Response:
     status = {"code": exc.status, "status": _STATUS_OF.get(exc.status, "UNKNOWN")}
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return _json(exc.status, {"error": {**status, "message": exc.detail, "details": []}}, headers)
+    body = {"error": {**status, "message": exc.detail, "details": []}}
+    return _json(request, exc.status, body, headers)
 
 
 async def _events(events: Events) -> AsyncIterator[ServerSentEvent]:
@@ -64,13 +67,12 @@ def _endpoint(operation: rest.Operation) -> Callable[[Request], Awaitable[Respon
         try:
             caller = await get_caller(request)  # a missing or bad key is a 401
         except ServiceError as exc:
-            return _refused(exc)
-
-        def extended_card() -> dict[str, Any]:
-            return card_for(request, caller.runtime, extended=True)
-
+            return _refused(request, exc)
         answer = await rest.respond(
-            Call(A2AHandler(caller.service, caller.tenant), extended_card),
+            Call(
+                A2AHandler(caller.service, caller.tenant),
+                lambda: extended_card_for(request, caller),
+            ),
             operation,
             path={name: str(value) for name, value in request.path_params.items()},
             query=list(request.query_params.multi_items()),
@@ -80,7 +82,7 @@ def _endpoint(operation: rest.Operation) -> Callable[[Request], Awaitable[Respon
             ),
         )
         if isinstance(answer, rest.Answer):
-            return _json(answer.status, answer.body)
+            return _json(request, answer.status, answer.body)
         return event_stream(_events(answer), caller.settings)
 
     return endpoint
@@ -96,10 +98,7 @@ def _documented(operation: rest.Operation) -> dict[str, Any]:
         schema = {"type": "object", "description": f"The {operation.method} request (ProtoJSON)"}
         extra["requestBody"] = {
             "required": operation.method in ("SendMessage", "SendStreamingMessage"),
-            "content": {
-                rest.MEDIA_TYPE: {"schema": schema},
-                "application/json": {"schema": schema},
-            },
+            "content": {t: {"schema": schema} for t in rest.MEDIA_TYPES},
         }
     return extra
 
@@ -141,7 +140,8 @@ for _operation in rest.OPERATIONS:
         operation_id=f"a2aRest{_operation.method}"
         + (_operation.verb.title() if _operation.method in _twice else ""),
         summary=f"A2A HTTP+JSON: {_operation.summary} ({_operation.method})",
-        response_description="The answer (ProtoJSON), or a `google.rpc.Status` error",
+        response_description="The answer (ProtoJSON), or a `google.rpc.Status` error; "
+        "`application/a2a+json` to a client that names it, else `application/json`",
         responses={
             200: {
                 "description": "An SSE stream of StreamResponses"
@@ -149,8 +149,8 @@ for _operation in rest.OPERATIONS:
                 else "The answer",
                 "content": SSE_CONTENT
                 if _operation.method in _streaming
-                else {rest.MEDIA_TYPE: {"schema": {"type": "object"}}},
-            },
+                else {t: {"schema": {"type": "object"}} for t in rest.MEDIA_TYPES},
+            },  # (the statuses' schema is written out once, under a2a+json, to keep it short)
             **{
                 status: {
                     "description": why,
@@ -193,6 +193,6 @@ async def a2a_rest_unknown(request: Request, rest_of_path: str) -> Response:
             f"{request.method} is not an operation on {path}; it takes {', '.join(verbs)}",
             http_status=405,
         )
-        return _json(405, refused.status(), {"Allow": ", ".join(verbs)})
+        return _json(request, 405, refused.status(), {"Allow": ", ".join(verbs)})
     unknown = A2AError(Kind.METHOD_NOT_FOUND, f"no A2A operation at {path}", path=path)
-    return _json(404, unknown.status())
+    return _json(request, 404, unknown.status())
