@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel
 from sse_starlette import ServerSentEvent
 from starlette.routing import compile_path
 
@@ -103,25 +104,22 @@ def _documented(operation: rest.Operation) -> dict[str, Any]:
     return extra
 
 
-_STATUS_SCHEMA = {
-    "type": "object",
-    "description": "A google.rpc.Status (AIP-193): the HTTP status, the gRPC status, a "
-    "message, and typed details (an ErrorInfo naming the A2A error; a BadRequest "
-    "naming the wrong fields)",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "status", "message"],
-            "properties": {
-                "code": {"type": "integer"},
-                "status": {"type": "string"},
-                "message": {"type": "string"},
-                "details": {"type": "array", "items": {"type": "object"}},
-            },
-        }
-    },
-}
+class A2AStatusError(BaseModel):
+    code: int
+    status: str
+    message: str
+    details: list[dict[str, Any]] = []
+
+
+class A2AStatus(BaseModel):
+    """A google.rpc.Status (AIP-193): the HTTP status, the gRPC status, a message, and
+    typed details (an ErrorInfo naming the A2A error; a BadRequest naming the wrong
+    fields)."""
+
+    error: A2AStatusError
+
+
+_STATUS_REF = {"$ref": "#/components/schemas/A2AStatus"}
 _REFUSALS = {
     400: "Invalid parameters, not JSON, not allowed in the task's state, or another A2A version",
     401: "Missing, unknown or revoked API key",
@@ -150,11 +148,12 @@ for _operation in rest.OPERATIONS:
                 "content": SSE_CONTENT
                 if _operation.method in _streaming
                 else {t: {"schema": {"type": "object"}} for t in rest.MEDIA_TYPES},
-            },  # (the statuses' schema is written out once, under a2a+json, to keep it short)
+            },
             **{
                 status: {
                     "description": why,
-                    "content": {rest.MEDIA_TYPE: {"schema": _STATUS_SCHEMA}},
+                    "model": A2AStatus,  # as application/json; and the same as a2a+json:
+                    "content": {rest.MEDIA_TYPE: {"schema": _STATUS_REF}},
                 }
                 for status, why in _REFUSALS.items()
                 if _operation.takes_body or status not in (413, 415)
