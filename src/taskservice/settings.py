@@ -56,6 +56,8 @@ class Settings(BaseSettings):
 
     # Observation.
     max_wait_seconds: float = 60.0  # cap on GET /v1/tasks/{id}?wait=
+    # A plain MCP tools/call waits this long (at most max_wait_seconds) for its task.
+    mcp_call_seconds: float = 60.0
     stream_poll_seconds: float = 10.0  # streams re-read the table this often without NOTIFY
     stream_ping_seconds: float = 15.0  # keep-alive comments on idle streams
     stream_send_timeout: float = 30.0  # a reader stalled this long is disconnected

@@ -23,12 +23,14 @@ from taskservice.api.routes import (
     agents,
     firehose,
     health,
+    mcp,
     messages,
     tasks,
     tokens,
     webhooks,
 )
 from taskservice.api.sse import StreamGate, run_streams_after_routing
+from taskservice.mcp import server as mcp_server
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
 from taskservice.tools import ToolFunction
@@ -95,7 +97,9 @@ def create_app(
             push_formats=push.FORMATS,
         ) as runtime:
             app.state.runtime = runtime
-            yield
+            app.state.mcp = mcp_server.session_manager(mcp.handler_for, settings)
+            async with app.state.mcp.run():  # the MCP transport's task group
+                yield
 
     app = TaskServiceApp(
         title="taskservice",
@@ -117,11 +121,12 @@ def create_app(
     app.include_router(health.router)
     app.include_router(a2a.router)
     app.include_router(a2a_rest.router)
+    app.router.routes.append(mcp.ROUTE)
     app.add_middleware(
         RequestGuard,
         max_bytes=settings.max_body_bytes,
         max_json_depth=settings.max_json_depth,
-        jsonrpc_paths=a2a.PATHS,
+        jsonrpc_paths=(*a2a.PATHS, mcp.PATH),
         status_prefixes=a2a_rest.PREFIXES,
     )
     if settings.cors_origins:

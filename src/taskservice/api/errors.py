@@ -153,7 +153,7 @@ def _location(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-async def _service_error(request: Request, exc: Exception) -> JSONResponse:
+async def service_problem(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     headers = None
     if exc.status == 401:
@@ -272,7 +272,7 @@ async def guarded(
 
 
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(ServiceError, service_problem)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,89 @@
+"""MCP's JSON shapes of the service's things: a tool per agent profile, the result of
+a call from a task. Plain dicts in the protocol's wire names; the adapter hands them
+to the SDK."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from taskservice.agents import AgentProfile
+from taskservice.models import Task
+from taskservice.states import TaskState
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "input": {
+            "description": "The task for the agent: text, or a JSON object or array",
+            "anyOf": [{"type": "string", "minLength": 1}, {"type": "object"}, {"type": "array"}],
+        },
+        "context_id": {
+            "type": "string",
+            "description": "Groups related tasks (a conversation, a session); optional",
+        },
+    },
+    "required": ["input"],
+    "additionalProperties": False,
+}
+JSON_OUTPUT_SCHEMA: dict[str, Any] = {"type": "object"}
+
+
+def tool(profile: AgentProfile) -> dict[str, Any]:
+    """The tool of an agent profile: its name, what it does, what it takes; and for a
+    profile with JSON output, that its result is an object (`structuredContent`)."""
+    out: dict[str, Any] = {
+        "name": profile.name,
+        "description": profile.description
+        or f"Runs the {profile.name!r} agent on the input, as a durable task, and answers "
+        "with what it concludes.",
+        "inputSchema": INPUT_SCHEMA,
+    }
+    if profile.output == "json":
+        out["outputSchema"] = JSON_OUTPUT_SCHEMA
+    return out
+
+
+def _text(value: Any) -> dict[str, Any]:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return {"type": "text", "text": text}
+
+
+def call_result(task: Task) -> dict[str, Any]:
+    """A finished task as the CallToolResult of the call that made it: the result as
+    text (and as `structuredContent` when it is an object); a failure or a cancel as
+    a tool error (`isError`), which the calling model reads."""
+    if task.state is TaskState.COMPLETED:
+        out: dict[str, Any] = {"content": [_text(task.result)], "isError": False}
+        if isinstance(task.result, dict):
+            out["structuredContent"] = task.result
+        return out
+    if task.state is TaskState.FAILED:
+        error = task.error or {}
+        why = str(error.get("message") or "the task failed")
+        return {"content": [_text(f"task {task.id} failed: {why}")], "isError": True}
+    return {"content": [_text(f"task {task.id} was cancelled")], "isError": True}
+
+
+def unfinished(task: Task, waited: float) -> dict[str, Any]:
+    """The answer to a plain call whose task is not finished when the call gives up
+    waiting: a tool error that says where the task is and how to go on, the task
+    itself going on."""
+    where = f"GET /v1/tasks/{task.id}"
+    if task.state is TaskState.INPUT_REQUIRED:
+        questions = [q.get("question") for q in (task.input_request or {}).get("questions", [])]
+        asked = "; ".join(str(q) for q in questions if q) or "it waits for its subtasks"
+        text = (
+            f"task {task.id} needs input before it can finish: {asked}. Answer with POST "
+            f"/v1/tasks/{task.id}/input, or call this tool as a task (MCP tasks) to be asked."
+        )
+    else:
+        text = (
+            f"task {task.id} is still {task.state.value} after {waited:g} s; it goes on. "
+            f"Call this tool as a task (MCP tasks) to wait for it, or read it at {where}."
+        )
+    return {
+        "content": [_text(text)],
+        "isError": True,
+        "_meta": {"taskservice/task": {"id": str(task.id), "state": task.state.value}},
+    }

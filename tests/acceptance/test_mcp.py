@@ -1,0 +1,161 @@
+"""MCP at /mcp over real HTTP, with real clients: FastMCP's (revision 2026-07-28) and
+the official SDK's (`mcp` 2.x, on both revisions it speaks)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import fastmcp
+import httpx
+import httpx2
+import mcp
+import pytest
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.keys import ApiKeyStore
+from tests.conftest import LiveFactory
+
+
+async def structured(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    [output] = info.output_tools
+    return ModelResponse(parts=[ToolCallPart(output.name, {"response": {"answer": 42}})])
+
+
+async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    await asyncio.sleep(3)
+    return ModelResponse(parts=[TextPart("late")])
+
+
+MODELS = {"structured": FunctionModel(structured), "slow": FunctionModel(slow)}
+
+
+@pytest.fixture
+def profiles(tmp_path: Path) -> Path:
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        """
+[agents.researcher]
+description = "Looks things up"
+model = "offline"
+
+[agents.analyst]
+description = "Answers with an object"
+model = "structured"
+output = "json"
+
+[agents.sleeper]
+model = "slow"
+"""
+    )
+    return path
+
+
+async def test_fastmcp_lists_the_profiles_and_calls_one(
+    make_live: LiveFactory, profiles: Path
+) -> None:
+    async with (
+        make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live,
+        fastmcp.Client(f"{live.url}/mcp") as client,
+    ):
+        assert client.protocol_version == "2026-07-28"
+        tools = {t.name: t for t in await client.list_tools()}
+        assert sorted(tools) == ["analyst", "default", "researcher", "sleeper"]
+        assert tools["researcher"].description == "Looks things up"
+        assert tools["researcher"].input_schema["required"] == ["input"]
+        assert tools["analyst"].output_schema == {"type": "object"}
+        assert tools["researcher"].output_schema is None
+        said = await client.call_tool("researcher", {"input": "What is MCP?"})
+        assert "What is MCP?" in said.content[0].text
+        object_ = await client.call_tool("analyst", {"input": "how many?", "context_id": "c-1"})
+        assert object_.structured_content == {"answer": 42}
+        # Each call was an ordinary task of the tenant, on the tool's profile.
+        async with httpx.AsyncClient(base_url=live.url) as http:
+            listed = (await http.get("/v1/tasks", params={"context_id": "c-1"})).json()
+        [task] = listed["tasks"]
+        assert (task["agent"]["profile"], task["state"]) == ("analyst", "completed")
+        assert task["result"] == {"answer": 42}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_official_client_on_both_revisions(
+    make_live: LiveFactory, profiles: Path, mode: str
+) -> None:
+    async with make_live(
+        models=MODELS, agents_file=profiles, mcp_call_seconds=0.5, workers_enabled=True
+    ) as live:
+        url = f"{live.url}/mcp"
+        async with (
+            httpx2.AsyncClient() as http,
+            mcp.Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        ):
+            revision = "2025-11-25" if mode == "legacy" else "2026-07-28"
+            assert client.protocol_version == revision
+            page = await client.list_tools()
+            assert [t.name for t in page.tools][:2] == ["analyst", "default"]
+            assert page.next_cursor is None
+            done = await client.call_tool("default", {"input": "hello"})
+            assert done.is_error is False
+            assert "hello" in done.content[0].text
+            # Longer than the call waits: the task goes on, and the answer says where.
+            late = await client.call_tool("sleeper", {"input": "take your time"})
+            assert late.is_error is True
+            assert "is still" in late.content[0].text
+            task_id = late.meta["taskservice/task"]["id"]
+            with pytest.raises(MCPError) as unknown:
+                await client.call_tool("nobody", {"input": "x"})
+            assert unknown.value.code == -32602
+            with pytest.raises(MCPError) as no_input:
+                await client.call_tool("default", {"text": "x"})
+            assert no_input.value.code == -32602
+            with pytest.raises(MCPError) as bad_input:
+                await client.call_tool("default", {"input": None})
+            assert bad_input.value.code == -32602
+        async with httpx.AsyncClient(base_url=live.url) as rest:
+            task = (await rest.get(f"/v1/tasks/{task_id}", params={"wait": 10})).json()
+            assert (task["state"], task["result"]) == ("completed", "late")
+            # Refused calls made no task: the two that ran and the late one are all.
+            assert len((await rest.get("/v1/tasks")).json()["tasks"]) == 2
+
+
+async def test_a_key_is_needed_once_one_exists(make_live: LiveFactory, db: AsyncEngine) -> None:
+    key, _ = await ApiKeyStore(db).create(tenant="mcp-tenant")
+    async with make_live(workers_enabled=True) as live:
+        url = f"{live.url}/mcp"
+        async with httpx.AsyncClient() as http:
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            anonymous = await http.post(url, json=ping)
+            wrong = await http.post(url, json=ping, headers={"Authorization": "Bearer nope"})
+            got = await http.get(url, headers={"Authorization": f"Bearer {key}"})
+        for refused in (anonymous, wrong):
+            assert refused.status_code == 401
+            assert refused.headers["www-authenticate"] == "Bearer"
+            assert refused.headers["content-type"] == "application/problem+json"
+        assert (got.status_code, got.headers["allow"]) == (405, "POST")
+        async with fastmcp.Client(url, auth=key) as client:
+            said = await client.call_tool("default", {"input": "with a key"})
+        async with httpx.AsyncClient(base_url=live.url) as rest:
+            headers = {"Authorization": f"Bearer {key}"}
+            [task] = (await rest.get("/v1/tasks", headers=headers)).json()["tasks"]
+        assert "with a key" in said.content[0].text
+        assert task["input"] == "with a key"  # a task of the key's tenant
+
+
+async def test_a_body_that_is_not_json_rpc_gets_a_json_rpc_error(make_live: LiveFactory) -> None:
+    async with make_live() as live, httpx.AsyncClient(base_url=live.url) as http:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        broken = await http.post("/mcp", content=b"{", headers=headers)
+        evil = await http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={**headers, "Host": "evil.example.com"},
+        )
+    assert broken.json()["error"]["code"] == -32700
+    assert evil.status_code in (400, 421)  # DNS rebinding protection on loopback
