@@ -4,13 +4,20 @@ the official SDK's (`mcp` 2.x, on both revisions it speaks)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import uuid
 from pathlib import Path
+from typing import Any
 
 import fastmcp
+import fastmcp_tasks  # noqa: F401  (its clients declare the Tasks extension)
 import httpx
 import httpx2
 import mcp
 import pytest
+from fastmcp.exceptions import ToolError
+from fastmcp_tasks import call_tool_task
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -18,7 +25,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.keys import ApiKeyStore
-from tests.conftest import LiveFactory
+from taskservice.mcp.tasks import EXTENSION
+from tests.acceptance.conftest import cli_env, serve
+from tests.conftest import LiveFactory, wait_for
+from tests.integration.helpers import asks_for_a_colour
 
 
 async def structured(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -159,3 +169,161 @@ async def test_a_body_that_is_not_json_rpc_gets_a_json_rpc_error(make_live: Live
         )
     assert broken.json()["error"]["code"] == -32700
     assert evil.status_code in (400, 421)  # DNS rebinding protection on loopback
+
+
+# The 2026-07-28 Tasks extension, with FastMCP's client (`fastmcp[tasks]`): once
+# `fastmcp_tasks` is imported, its clients declare the extension on every request.
+
+
+def _painter_profiles(tmp_path: Path) -> Path:
+    path = tmp_path / "painters.toml"
+    path.write_text('[agents.painter]\nmodel = "painter"\ntools = ["ask_user"]\n')
+    return path
+
+
+async def test_a_call_made_a_task_is_polled_to_its_result(
+    make_live: LiveFactory, profiles: Path
+) -> None:
+    async with (
+        make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live,
+        fastmcp.Client(f"{live.url}/mcp") as client,
+    ):
+        task = await call_tool_task(client, "researcher", {"input": "as a task"})
+        async with httpx.AsyncClient(base_url=live.url) as http:
+            same = (await http.get(f"/v1/tasks/{task.task_id}")).json()
+        assert same["input"] == "as a task"  # the MCP task is the service's task
+        said = await task.result()
+        assert "as a task" in said.content[0].text
+        status = await task.status()
+        assert (status.status, status.poll_interval_ms) == ("completed", 500)
+
+
+async def test_a_question_is_answered_through_tasks_update(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        asked.append(message)
+        return {"answer": "green"}
+
+    models = {"painter": asks_for_a_colour()}
+    async with (
+        make_live(
+            models=models, agents_file=_painter_profiles(tmp_path), workers_enabled=True
+        ) as live,
+        fastmcp.Client(f"{live.url}/mcp", elicitation_handler=elicit) as client,
+    ):
+        task = await call_tool_task(client, "painter", {"input": "paint the fence"})
+        waiting = await task.wait(state="input_required", timeout=20)
+        [(key, request)] = waiting.input_requests.items()
+        assert key == "q1"  # the question's id
+        assert request["params"]["message"] == "Which colour?"
+        said = await task.result()  # answers through the elicitation handler
+        # A plain call is a task too, answered the same way.
+        again = await client.call_tool("painter", {"input": "paint the door"})
+    assert said.content[0].text == "painted green"
+    assert again.content[0].text == "painted green"
+    assert asked == ["Which colour?", "Which colour?"]
+
+
+async def test_a_task_is_cancelled_through_tasks_cancel(
+    make_live: LiveFactory, profiles: Path
+) -> None:
+    async with (
+        make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live,
+        fastmcp.Client(f"{live.url}/mcp") as client,
+    ):
+        task = await call_tool_task(client, "sleeper", {"input": "never mind"})
+        await task.cancel()
+        await task.cancel()  # again: still fine
+        status = await task.status()
+        with pytest.raises(ToolError, match="cancelled"):
+            await task.result()
+        async with httpx.AsyncClient(base_url=live.url) as http:
+            rest = (await http.get(f"/v1/tasks/{task.task_id}")).json()
+    assert status.status == "cancelled"
+    assert rest["state"] == "cancelled"
+
+
+def _modern(method: str, params: dict[str, Any], *, tasks: bool) -> dict[str, Any]:
+    capabilities: dict[str, Any] = {"extensions": {EXTENSION: {}}} if tasks else {}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+
+
+async def test_task_methods_need_the_extension_and_a_task_of_the_caller(
+    make_live: LiveFactory,
+) -> None:
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tasks/get",
+    }
+    async with make_live() as live, httpx.AsyncClient(base_url=live.url) as http:
+        task_id = (await http.post("/v1/tasks", json={"input": "x"})).json()["id"]
+        found = await http.post(
+            "/mcp", json=_modern("tasks/get", {"taskId": task_id}, tasks=True), headers=headers
+        )
+        undeclared = await http.post(
+            "/mcp", json=_modern("tasks/get", {"taskId": task_id}, tasks=False), headers=headers
+        )
+        unknown = await http.post(
+            "/mcp",
+            json=_modern("tasks/get", {"taskId": str(uuid.uuid4())}, tasks=True),
+            headers=headers,
+        )
+    assert found.json()["result"]["status"] == "working"  # pending: no worker here
+    assert found.json()["result"]["resultType"] == "complete"
+    assert undeclared.json()["error"]["code"] == -32021
+    assert unknown.json()["error"]["code"] == -32602
+
+
+async def test_a_task_outlives_the_replica_that_made_it(
+    database_url: str, db: AsyncEngine, tmp_path: Path
+) -> None:
+    """A call made a task on one replica, whose process is killed (-9) mid-run; the
+    client polls the same task id on another replica and gets the result."""
+    env = cli_env(
+        TASKSERVICE_DATABASE_URL=database_url,
+        TASKSERVICE_DEFAULT_MODEL="offline:3",
+        TASKSERVICE_ALLOWED_MODELS="offline:3",
+        TASKSERVICE_LEASE_SECONDS="1.5",
+        TASKSERVICE_REAP_INTERVAL="0.3",
+        TASKSERVICE_POLL_INTERVAL="0.5",
+    )
+    with serve(env, tmp_path / "a.log") as first:
+        async with fastmcp.Client(f"{first.url}/mcp") as client:
+            task = await call_tool_task(client, "default", {"input": "survive"})
+            running = await task.wait(state="working", timeout=10)
+            async with httpx.AsyncClient(base_url=first.url) as http:
+
+                async def started() -> bool:
+                    got = await http.get(f"/v1/tasks/{task.task_id}")
+                    return bool(got.json()["state"] == "running")
+
+                await wait_for(started, timeout=20)
+        os.kill(first.process.pid, signal.SIGKILL)
+        first.process.wait(timeout=10)
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tasks/get",
+    }
+    body = _modern("tasks/get", {"taskId": task.task_id}, tasks=True)
+    with serve(env, tmp_path / "b.log") as second:
+        async with httpx.AsyncClient(base_url=second.url, timeout=10) as http:
+
+            async def finished() -> dict[str, Any] | None:
+                got = (await http.post("/mcp", json=body, headers=headers)).json()["result"]
+                return got if got["status"] == "completed" else None
+
+            done = await wait_for(finished, timeout=40)
+            rest = (await http.get(f"/v1/tasks/{task.task_id}")).json()
+    assert running.status == "working"
+    assert "survive" in done["result"]["content"][0]["text"]
+    assert rest["attempt"] == 2  # recovered from the killed replica's lease

@@ -11,10 +11,11 @@ import binascii
 from dataclasses import dataclass
 from typing import Any
 
-from taskservice.errors import InvalidRequest
+from taskservice.errors import Conflict, InvalidRequest, NotFound
+from taskservice.mcp import tasks as mcp_tasks
 from taskservice.mcp import tools
+from taskservice.models import Task
 from taskservice.service import TaskService
-from taskservice.states import TaskState
 
 PAGE_SIZE = 100  # tools per tools/list page
 _ARGUMENTS = {"input", "context_id"}
@@ -50,10 +51,9 @@ class MCPHandler:
         more = start + PAGE_SIZE < len(profiles)
         return [tools.tool(p) for p in page], _cursor(start + PAGE_SIZE) if more else None
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-        """Run the tool `name`'s agent on the arguments as a task and answer with its
-        result; a task still unfinished when the wait is over goes on, and the answer
-        says so (`tools.unfinished`)."""
+    async def start(self, name: str, arguments: dict[str, Any] | None) -> Task:
+        """Submit the task of a call to tool `name` (committed: a `tasks/get` finds it
+        at once). Bad arguments are refused before anything is written."""
         if self.service.catalog.profile(name) is None:
             raise InvalidRequest(f"no tool {name!r}; tools/list lists them", field="name")
         arguments = arguments or {}
@@ -75,10 +75,64 @@ class MCPHandler:
             context_id=context_id,
             metadata={"mcp": {"tool": name}},
         )
+        return task
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        """Run the tool `name`'s agent on the arguments as a task and answer with its
+        result; a task still unfinished when the wait is over goes on, and the answer
+        says so (`tools.unfinished`)."""
+        task = await self.start(name, arguments)
         settings = self.service.settings
         waited = min(settings.mcp_call_seconds, settings.max_wait_seconds)
         task = await self.service.settle(task, waited)
         if task.state.is_terminal:
             return tools.call_result(task)
-        assert task.state in (TaskState.PENDING, TaskState.RUNNING, TaskState.INPUT_REQUIRED)
         return tools.unfinished(task, waited)
+
+    async def task(self, task_id: str) -> Task:
+        """A task of the caller's tenant by its MCP task id, which is its id."""
+        try:
+            return await self.service.get(tenant=self.tenant, task_id=task_id)
+        except NotFound:
+            raise NotFound(f"Failed to retrieve task: task {task_id} not found") from None
+
+    async def update(self, task_id: str, responses: dict[str, Any]) -> None:
+        """Answer the questions a task waits on, from the input responses keyed by the
+        questions' ids. Keys of questions not (or no longer) asked are ignored, as the
+        extension says; a task that asks none any more is left as it is."""
+        task = await self.task(task_id)
+        asked = {q["id"] for q in mcp_tasks.questions(task)}
+        answers: dict[str, str] = {}
+        for key, response in responses.items():
+            if key not in asked:
+                continue
+            answer = mcp_tasks.answer_of(response)
+            if answer is None:
+                raise InvalidRequest(
+                    f"input response {key!r}: an ElicitResult whose accepted content has "
+                    "a string `answer`",
+                    field="inputResponses",
+                )
+            answers[key] = answer
+        if not answers:
+            return
+        if set(answers) != asked:
+            missing = sorted(asked - set(answers))
+            raise InvalidRequest(
+                f"answer the task's questions together; missing: {missing}",
+                field="inputResponses",
+            )
+        try:
+            await self.service.inbox.answer(tenant=self.tenant, task_id=task.id, answers=answers)
+        except Conflict:
+            return  # answered or cancelled meanwhile: superseded, ignored
+
+    async def cancel(self, task_id: str) -> Task:
+        """Cancel the task; one that has already finished stays as it is."""
+        task = await self.task(task_id)
+        if task.state.is_terminal:
+            return task
+        try:
+            return await self.service.cancel(tenant=self.tenant, task_id=str(task.id))
+        except Conflict:  # it finished meanwhile
+            return await self.task(task_id)
