@@ -51,13 +51,12 @@ from taskservice.webhooks.subscriptions import Prepared, WebhookRequest, Webhook
 _CANCEL_ROUNDS = 8
 
 
-def _settles(state: TaskState | None) -> bool:
-    """Nothing more happens to a task in `state` without someone acting on it."""
-    return state is not None and (state.is_terminal or state is TaskState.INPUT_REQUIRED)
-
-
-def _settled(task: Task) -> bool:
-    return _settles(task.state)
+def _settles(state: TaskState | None, *, finished: bool = False) -> bool:
+    """Nothing more happens to a task in `state` without someone acting on it (with
+    `finished`: nothing more happens to it at all)."""
+    if state is None:
+        return False
+    return state.is_terminal or (not finished and state is TaskState.INPUT_REQUIRED)
 
 
 class TaskService:
@@ -219,9 +218,10 @@ class TaskService:
         is when `seconds` (capped) have passed. Woken by the event hub, not a loop."""
         return await self.settle(await self.get(tenant=tenant, task_id=task_id), seconds)
 
-    async def settle(self, task: Task, seconds: float) -> Task:
-        """`wait` for a task the caller has just read (or created)."""
-        if self._follower is None or seconds <= 0 or _settled(task):
+    async def settle(self, task: Task, seconds: float, *, finished: bool = False) -> Task:
+        """`wait` for a task the caller has just read (or created); with `finished`,
+        through waits for input, until it ends."""
+        if self._follower is None or seconds <= 0 or _settles(task.state, finished=finished):
             return task
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(seconds, self.settings.max_wait_seconds)
@@ -229,9 +229,9 @@ class TaskService:
         async with aclosing(follow) as updates:
             async for update in updates:
                 if isinstance(update, Task):
-                    if _settled(update):
+                    if _settles(update.state, finished=finished):
                         return update
-                elif update is not None and _settles(moved_to(update)):
+                elif update is not None and _settles(moved_to(update), finished=finished):
                     break
         return await self.get(tenant=task.tenant, task_id=task.id)
 

@@ -4,8 +4,12 @@ the official SDK's (`mcp` 2.x, on both revisions it speaks)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
+import sys
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -327,3 +331,58 @@ async def test_a_task_outlives_the_replica_that_made_it(
     assert running.status == "working"
     assert "survive" in done["result"]["content"][0]["text"]
     assert rest["attempt"] == 2  # recovered from the killed replica's lease
+
+
+# 2025-11-25's core tasks, with the official SDK 1.x's client, in a venv of its own.
+MCP1 = Path(tempfile.gettempdir()) / "taskservice-tests-mcp1"
+MCP1_CLIENT = Path(__file__).resolve().parents[1] / "fakes" / "mcp1_client.py"
+
+
+@pytest.fixture(scope="session")
+def mcp1_python() -> Path:
+    """A Python with the official MCP SDK 1.x (`mcp<2`), installed from the registry
+    once and kept across runs."""
+    python = MCP1 / "bin" / "python"
+    ready = MCP1 / "ready"
+    if not ready.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(MCP1)], check=True)
+        install = [str(python), "-m", "pip", "install", "-q", "mcp>=1.23,<2"]
+        subprocess.run(install, check=True, timeout=600)
+        ready.write_text("mcp<2\n")
+    return python
+
+
+async def test_the_sdk_1_client_calls_tools_as_2025_tasks(
+    make_live: LiveFactory, profiles: Path, mcp1_python: Path
+) -> None:
+    async with make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live:
+        run = await asyncio.create_subprocess_exec(
+            str(mcp1_python),
+            str(MCP1_CLIENT),
+            f"{live.url}/mcp",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(run.communicate(), timeout=90)
+        assert run.returncode == 0, err.decode()[-3000:]
+        seen = json.loads(out)
+        async with httpx.AsyncClient(base_url=live.url) as http:
+            task_id = seen["created"]["taskId"]
+            rest = (await http.get(f"/v1/tasks/{task_id}")).json()
+    assert seen["protocol"] == "2025-11-25"
+    assert seen["tasks_capability"] == {
+        "list": {},
+        "cancel": {},
+        "requests": {"tools": {"call": {}}},
+    }
+    assert set(seen["task_support"].values()) == {"optional"}
+    assert seen["created"]["status"] == "working"
+    assert (seen["created"]["ttl"], seen["created"]["pollInterval"]) == (None, 500)
+    assert seen["statuses"][-1] == "completed"
+    assert "a 2025 task" in seen["result"]["content"][0]["text"]
+    assert seen["result"]["_meta"] == {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
+    assert rest["state"] == "completed"  # the MCP task is the service's task
+    assert seen["cancelled"] == "cancelled"
+    assert seen["cancel_again"] == -32602
+    assert task_id in seen["listed"]
+    assert seen["unknown"] == -32602

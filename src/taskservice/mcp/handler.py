@@ -14,10 +14,11 @@ from typing import Any
 from taskservice.errors import Conflict, InvalidRequest, NotFound
 from taskservice.mcp import tasks as mcp_tasks
 from taskservice.mcp import tools
-from taskservice.models import Task
+from taskservice.models import Task, TaskFilter
 from taskservice.service import TaskService
 
 PAGE_SIZE = 100  # tools per tools/list page
+TASK_PAGE_SIZE = 50  # tasks per tasks/list page (2025-11-25)
 _ARGUMENTS = {"input", "context_id"}
 
 
@@ -126,6 +127,21 @@ class MCPHandler:
             await self.service.inbox.answer(tenant=self.tenant, task_id=task.id, answers=answers)
         except Conflict:
             return  # answered or cancelled meanwhile: superseded, ignored
+
+    async def finished(self, task_id: str) -> Task:
+        """The task once it has ended, waiting up to `TASKSERVICE_MCP_CALL_SECONDS`
+        (through waits for input) for that; as it is then, if it has not."""
+        task = await self.task(task_id)
+        settings = self.service.settings
+        waited = min(settings.mcp_call_seconds, settings.max_wait_seconds)
+        return await self.service.settle(task, waited, finished=True)
+
+    async def tasks(self, cursor: str | None) -> tuple[list[Task], str | None]:
+        """A page of the caller's tasks, newest first: every task `task` finds."""
+        page = await self.service.list_tasks(  # a cursor it did not give is InvalidRequest
+            tenant=self.tenant, filter=TaskFilter(), cursor=cursor, limit=TASK_PAGE_SIZE
+        )
+        return page.tasks, page.next_cursor
 
     async def cancel(self, task_id: str) -> Task:
         """Cancel the task; one that has already finished stays as it is."""

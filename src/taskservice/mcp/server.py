@@ -12,27 +12,25 @@ client before its result.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 import mcp_types as types
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.extension import Extension, MethodBinding, compose_tool_call_handler
-from mcp.server.lowlevel.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.extension import MethodBinding, compose_tool_call_handler
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ConfigDict, ValidationError
 from starlette.requests import Request
 
 from taskservice import __version__
-from taskservice.errors import DatabaseUnavailable, ServiceError
-from taskservice.mcp import tasks as mcp_tasks
+from taskservice.errors import ServiceError
 from taskservice.mcp.handler import MCPHandler
-from taskservice.mcp.tasks import EXTENSION
+from taskservice.mcp.task_methods import HandlerFor, Tasks, Tasks2025, refusal
 from taskservice.mcp.tools import INPUT_SCHEMA
 from taskservice.settings import Settings
 
@@ -41,113 +39,66 @@ INSTRUCTIONS = (
     "a durable task; its answer is the tool's result. Tasks with the same `context_id` "
     "belong together."
 )
-HandlerFor = Callable[[Request], MCPHandler]
 
 
-def _refusal(exc: ServiceError) -> MCPError:
-    if isinstance(exc, DatabaseUnavailable):
-        return MCPError(types.INTERNAL_ERROR, exc.detail, {"retryable": True})
-    return MCPError(types.INVALID_PARAMS, exc.detail, exc.extensions or None)
-
-
-class TaskIdParams(types.RequestParams):
-    task_id: str
-
-
-class UpdateParams(TaskIdParams):
-    input_responses: dict[str, Any] = {}
-
-
-def _opted_in(ctx: ServerRequestContext[Any]) -> bool:
-    """Whether this request declares the Tasks extension (2026-07-28: each request
-    carries its client's capabilities)."""
-    capabilities = ctx.session.client_capabilities
-    return bool(capabilities and capabilities.extensions and EXTENSION in capabilities.extensions)
-
-
-class Tasks(Extension):
-    """The 2026-07-28 Tasks extension: a call from a client that declares it becomes
-    a task (committed before the handle is answered), which `tasks/get` follows,
-    `tasks/update` answers and `tasks/cancel` cancels. Agent runs take minutes and
-    outlive connections: every such call is made a task."""
-
-    identifier = EXTENSION
-
-    def __init__(self, handler_for: HandlerFor) -> None:
-        self.handler_for = handler_for
-
-    def handler(self, ctx: ServerRequestContext[Any]) -> MCPHandler:
-        assert isinstance(ctx.request, Request)  # the HTTP transport passes its request
-        return self.handler_for(ctx.request)
-
-    def methods(self) -> Sequence[MethodBinding]:
-        modern = frozenset(MODERN_PROTOCOL_VERSIONS)
-        return [
-            MethodBinding("tasks/get", TaskIdParams, self._get, protocol_versions=modern),
-            MethodBinding("tasks/update", UpdateParams, self._update, protocol_versions=modern),
-            MethodBinding("tasks/cancel", TaskIdParams, self._cancel, protocol_versions=modern),
-        ]
-
-    async def intercept_tool_call(
-        self,
-        params: types.CallToolRequestParams,
-        ctx: ServerRequestContext[Any],
-        call_next: CallNext,
-    ) -> HandlerResult:
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or not _opted_in(ctx):
-            return await call_next(ctx)
-        async with _refusals():
-            task = await self.handler(ctx).start(params.name, params.arguments)
-        return mcp_tasks.handle(task)
-
-    def _require(self, ctx: ServerRequestContext[Any]) -> None:
-        if not _opted_in(ctx):
-            raise MCPError(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "declare the tasks extension in this request's client capabilities",
-                {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
-            )
-
-    async def _get(self, ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
-        self._require(ctx)
-        async with _refusals():
-            return mcp_tasks.detailed(await self.handler(ctx).task(params.task_id))
-
-    async def _update(self, ctx: ServerRequestContext[Any], params: UpdateParams) -> dict[str, Any]:
-        self._require(ctx)
-        async with _refusals():
-            await self.handler(ctx).update(params.task_id, params.input_responses)
-        return {"resultType": "complete"}
-
-    async def _cancel(self, ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
-        self._require(ctx)
-        async with _refusals():
-            await self.handler(ctx).cancel(params.task_id)
-        return {"resultType": "complete"}
-
-
-@asynccontextmanager
-async def _refusals() -> AsyncIterator[None]:
-    try:
-        yield
-    except ServiceError as exc:
-        raise _refusal(exc) from None
+class _AnyParams(types.RequestParams):
+    model_config = ConfigDict(extra="allow")
 
 
 def _versioned(server: Server[Any], bindings: Sequence[MethodBinding]) -> None:
-    """Serve each method at the revisions its bindings name (the lowlevel server has
-    no such gate of its own; `MCPServer` has, but its tools are a static registry)."""
+    """Serve each method by the binding for the request's revision: `tasks/get` is
+    one method in 2025-11-25 and another in 2026-07-28. (The lowlevel server has no
+    such gate of its own; `MCPServer` has, but its tools are a static registry.)"""
+    by_method: dict[str, list[MethodBinding]] = {}
     for binding in bindings:
+        by_method.setdefault(binding.method, []).append(binding)
+    for method, candidates in by_method.items():
 
         async def serve(
-            ctx: ServerRequestContext[Any], params: Any, binding: MethodBinding = binding
+            ctx: ServerRequestContext[Any],
+            raw: _AnyParams,
+            method: str = method,
+            candidates: list[MethodBinding] = candidates,
         ) -> Any:
-            versions = binding.protocol_versions
-            if versions is not None and ctx.protocol_version not in versions:
-                raise MCPError(types.METHOD_NOT_FOUND, "Method not found", binding.method)
-            return await binding.handler(ctx, params)
+            for binding in candidates:
+                versions = binding.protocol_versions
+                if versions is None or ctx.protocol_version in versions:
+                    try:
+                        params = binding.params_type.model_validate(ctx.params or {})
+                    except ValidationError as exc:
+                        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+                    return await binding.handler(ctx, params)
+            raise MCPError(types.METHOD_NOT_FOUND, "Method not found", method)
 
-        server.add_request_handler(binding.method, binding.params_type, serve)
+        server.add_request_handler(method, _AnyParams, serve)
+
+
+class _Server(Server[Any]):
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        """The `tasks` capability on the handshake revisions (`initialize` asks with
+        no version); 2026-07-28 advertises the extension instead."""
+        capabilities = super().get_capabilities(
+            notification_options,
+            experimental_capabilities,
+            extensions,
+            protocol_version=protocol_version,
+        )
+        if protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            capabilities.tasks = types.ServerTasksCapability(
+                list=types.TasksListCapability(),
+                cancel=types.TasksCancelCapability(),
+                requests=types.ServerTasksRequestsCapability(
+                    tools=types.TasksToolsCapability(call=types.TasksCallCapability())
+                ),
+            )
+        return capabilities
 
 
 def build_server(handler_for: HandlerFor) -> Server[Any]:
@@ -164,7 +115,7 @@ def build_server(handler_for: HandlerFor) -> Server[Any]:
         try:
             page, cursor = handler(ctx).list_tools(params.cursor if params else None)
         except ServiceError as exc:
-            raise _refusal(exc) from None
+            raise refusal(exc) from None
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(t) for t in page], next_cursor=cursor
         )
@@ -175,10 +126,10 @@ def build_server(handler_for: HandlerFor) -> Server[Any]:
         try:
             result = await handler(ctx).call(params.name, params.arguments)
         except ServiceError as exc:
-            raise _refusal(exc) from None
+            raise refusal(exc) from None
         return types.CallToolResult.model_validate(result)
 
-    server: Server[Any] = Server(
+    server: Server[Any] = _Server(
         "taskservice",
         version=__version__,
         instructions=INSTRUCTIONS,
@@ -192,7 +143,9 @@ def build_server(handler_for: HandlerFor) -> Server[Any]:
     server.add_request_handler(
         "tools/call", types.CallToolRequestParams, compose_tool_call_handler([tasks], call_tool)
     )
-    _versioned(server, tasks.methods())
+    legacy = Tasks2025(handler_for)
+    server.middleware.append(legacy.augmented_call)
+    _versioned(server, [*tasks.methods(), *legacy.methods()])
     return server
 
 

@@ -120,3 +120,24 @@ def answer_of(response: Any) -> str | None:
             return str(content["answer"])
         return None
     return f"(the person chose to {action} rather than answer)"
+
+
+# 2025-11-25, the core protocol's tasks (experimental there).
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
+def task_2025(task: Task) -> dict[str, Any]:
+    """The task as 2025-11-25 shows it: `ttl` and `pollInterval`, no result."""
+    return {**_common(task), "ttl": None, "pollInterval": POLL_MS}
+
+
+def created_2025(task: Task) -> dict[str, Any]:
+    """What a task-augmented `tools/call` answers: the task, nested."""
+    return {"task": task_2025(task)}
+
+
+def result_2025(task: Task) -> dict[str, Any]:
+    """`tasks/result` of a finished task: what the call would have answered, tied to
+    the task."""
+    return {**call_result(task), "_meta": {RELATED_TASK: {"taskId": str(task.id)}}}

@@ -38,6 +38,9 @@ def tool(profile: AgentProfile) -> dict[str, Any]:
         or f"Runs the {profile.name!r} agent on the input, as a durable task, and answers "
         "with what it concludes.",
         "inputSchema": INPUT_SCHEMA,
+        # 2025-11-25: a call may ask to be a task (`params.task`); 2026-07-28 drops
+        # the field, and the server decides (`mcp.server.Tasks`).
+        "execution": {"taskSupport": "optional"},
     }
     if profile.output == "json":
         out["outputSchema"] = JSON_OUTPUT_SCHEMA
