@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -218,9 +218,17 @@ class TaskService:
         is when `seconds` (capped) have passed. Woken by the event hub, not a loop."""
         return await self.settle(await self.get(tenant=tenant, task_id=task_id), seconds)
 
-    async def settle(self, task: Task, seconds: float, *, finished: bool = False) -> Task:
+    async def settle(
+        self,
+        task: Task,
+        seconds: float,
+        *,
+        finished: bool = False,
+        on_event: Callable[[TaskEvent], Awaitable[None]] | None = None,
+    ) -> Task:
         """`wait` for a task the caller has just read (or created); with `finished`,
-        through waits for input, until it ends."""
+        through waits for input, until it ends. `on_event` sees each event meanwhile
+        (an MCP call's progress)."""
         if self._follower is None or seconds <= 0 or _settles(task.state, finished=finished):
             return task
         loop = asyncio.get_running_loop()
@@ -231,8 +239,11 @@ class TaskService:
                 if isinstance(update, Task):
                     if _settles(update.state, finished=finished):
                         return update
-                elif update is not None and _settles(moved_to(update), finished=finished):
-                    break
+                elif update is not None:
+                    if on_event is not None:
+                        await on_event(update)
+                    if _settles(moved_to(update), finished=finished):
+                        break
         return await self.get(tenant=task.tenant, task_id=task.id)
 
     async def list_tasks(

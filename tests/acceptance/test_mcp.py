@@ -386,3 +386,34 @@ async def test_the_sdk_1_client_calls_tools_as_2025_tasks(
     assert seen["cancel_again"] == -32602
     assert task_id in seen["listed"]
     assert seen["unknown"] == -32602
+
+
+async def reports(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Reports progress once (report_progress), then answers."""
+    if len(messages) == 1:
+        call = ToolCallPart("report_progress", {"percent": 50, "note": "halfway"})
+        return ModelResponse(parts=[call])
+    return ModelResponse(parts=[TextPart("all done")])
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_plain_call_reports_the_agent_s_progress(
+    make_live: LiveFactory, tmp_path: Path, mode: str
+) -> None:
+    path = tmp_path / "reporter.toml"
+    path.write_text('[agents.reporter]\nmodel = "reports"\ntools = ["report_progress"]\n')
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append((done, total, message))
+
+    models = {"reports": FunctionModel(reports)}
+    async with (
+        make_live(models=models, agents_file=path, workers_enabled=True) as live,
+        httpx2.AsyncClient() as http,
+        mcp.Client(streamable_http_client(f"{live.url}/mcp", http_client=http), mode=mode) as c,
+    ):
+        said = await c.call_tool("reporter", {"input": "go"}, progress_callback=progress)
+        quiet = await c.call_tool("reporter", {"input": "go"})  # no token: no notifications
+    assert said.content[0].text == quiet.content[0].text == "all done"
+    assert heard == [(50.0, 100.0, "halfway")]

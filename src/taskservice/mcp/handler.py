@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from taskservice.errors import Conflict, InvalidRequest, NotFound
 from taskservice.mcp import tasks as mcp_tasks
 from taskservice.mcp import tools
-from taskservice.models import Task, TaskFilter
+from taskservice.models import EventType, Task, TaskEvent, TaskFilter
 from taskservice.service import TaskService
 
+Progress = Callable[[float, str | None], Awaitable[None]]  # percent of 100, a note
 PAGE_SIZE = 100  # tools per tools/list page
 TASK_PAGE_SIZE = 50  # tasks per tasks/list page (2025-11-25)
 _ARGUMENTS = {"input", "context_id"}
@@ -78,14 +80,23 @@ class MCPHandler:
         )
         return task
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, progress: Progress | None = None
+    ) -> dict[str, Any]:
         """Run the tool `name`'s agent on the arguments as a task and answer with its
         result; a task still unfinished when the wait is over goes on, and the answer
-        says so (`tools.unfinished`)."""
+        says so (`tools.unfinished`). `progress` hears the agent's progress reports
+        (percent of 100, note) meanwhile."""
         task = await self.start(name, arguments)
         settings = self.service.settings
         waited = min(settings.mcp_call_seconds, settings.max_wait_seconds)
-        task = await self.service.settle(task, waited)
+
+        async def reported(event: TaskEvent) -> None:
+            if progress is not None and event.type == EventType.PROGRESS:
+                note = event.data.get("note")
+                await progress(float(event.data.get("percent", 0)), str(note) if note else None)
+
+        task = await self.service.settle(task, waited, on_event=reported)
         if task.state.is_terminal:
             return tools.call_result(task)
         return tools.unfinished(task, waited)

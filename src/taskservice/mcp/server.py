@@ -123,8 +123,12 @@ def build_server(handler_for: HandlerFor) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        async def progress(percent: float, note: str | None) -> None:
+            # `notifications/progress`, if the request asked for them (a progress token)
+            await ctx.session.report_progress(percent, 100, note)
+
         try:
-            result = await handler(ctx).call(params.name, params.arguments)
+            result = await handler(ctx).call(params.name, params.arguments, progress)
         except ServiceError as exc:
             raise refusal(exc) from None
         return types.CallToolResult.model_validate(result)
