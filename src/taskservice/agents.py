@@ -34,6 +34,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
+from taskservice.agent_mcp import McpServer, McpServerError, parse_servers, toolset
 from taskservice.errors import InvalidRequest
 from taskservice.models import AgentSpec
 from taskservice.settings import OFFLINE_MODEL, Settings
@@ -187,9 +188,18 @@ class AgentProfile:
     request_limit: int = 20
     output: Output = "text"
     description: str = ""
+    mcp_servers: tuple[McpServer, ...] = ()  # whose tools it gets too (`agent_mcp`)
 
 
-_PROFILE_KEYS = {"system_prompt", "model", "tools", "request_limit", "output", "description"}
+_PROFILE_KEYS = {
+    "system_prompt",
+    "model",
+    "tools",
+    "request_limit",
+    "output",
+    "description",
+    "mcp_servers",
+}
 
 
 def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, AgentProfile]:
@@ -225,6 +235,7 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
             request_limit=int(spec.get("request_limit", base.request_limit)),
             output=spec.get("output", base.output),
             description=str(spec.get("description", "")),
+            mcp_servers=_servers(name, spec.get("mcp_servers", [])),
         )
     for profile in profiles.values():
         _check_tools(profile, known_tools)
@@ -233,6 +244,13 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
         if profile.request_limit < 1:
             raise ProfileError(f"profile {profile.name!r}: request_limit must be at least 1")
     return profiles
+
+
+def _servers(profile: str, raw: Any) -> tuple[McpServer, ...]:
+    try:
+        return parse_servers(profile, raw)
+    except McpServerError as exc:
+        raise ProfileError(str(exc)) from exc
 
 
 def _check_tools(profile: AgentProfile, known: set[str]) -> None:
@@ -347,6 +365,7 @@ class AgentCatalog:
                 Tool(ledgered(name, self._tools[name]), takes_ctx=True, name=name)
                 for name in profile.tools
             ],
+            toolsets=[toolset(server, self.settings) for server in profile.mcp_servers],
         )
         if len(self._agents) >= _AGENT_CACHE_SIZE:
             self._agents.pop(next(iter(self._agents)))  # oldest first

@@ -128,27 +128,34 @@ BUILTIN_TOOLS: dict[str, ToolFunction] = {
 }
 
 
+async def recorded(
+    ctx: RunContext[RunHooks], name: str, arguments: dict[str, Any], call: Awaitable[Any]
+) -> Any:
+    """Await `call`, the tool call `name(arguments)`, with its start and end recorded
+    in the ledger: a call that was in progress when its worker died is failed on
+    resume (never silently repeated), a finished one is answered from the ledger."""
+    call_id = ctx.tool_call_id or ""
+    await ctx.deps.tool_started(call_id, name, arguments)
+    try:
+        result = await call
+    except CallDeferred:
+        await ctx.deps.tool_deferred(call_id, name, arguments)
+        raise  # answered from outside (input)
+    except (ModelRetry, ToolFailed) as exc:
+        await ctx.deps.tool_finished(call_id, name, arguments, error=str(exc))
+        raise
+    except Exception as exc:
+        await ctx.deps.tool_finished(call_id, name, arguments, error=f"{type(exc).__name__}: {exc}")
+        raise
+    await ctx.deps.tool_finished(call_id, name, arguments, result=result)
+    return result
+
+
 def ledgered(name: str, function: ToolFunction) -> ToolFunction:
     """Record a tool call's start and end in the ledger around the tool itself."""
 
     @functools.wraps(function)
     async def run(ctx: RunContext[RunHooks], **arguments: Any) -> Any:
-        call_id = ctx.tool_call_id or ""
-        await ctx.deps.tool_started(call_id, name, arguments)
-        try:
-            result = await function(ctx, **arguments)
-        except CallDeferred:
-            await ctx.deps.tool_deferred(call_id, name, arguments)
-            raise  # answered from outside (input)
-        except (ModelRetry, ToolFailed) as exc:
-            await ctx.deps.tool_finished(call_id, name, arguments, error=str(exc))
-            raise
-        except Exception as exc:
-            await ctx.deps.tool_finished(
-                call_id, name, arguments, error=f"{type(exc).__name__}: {exc}"
-            )
-            raise
-        await ctx.deps.tool_finished(call_id, name, arguments, result=result)
-        return result
+        return await recorded(ctx, name, arguments, function(ctx, **arguments))
 
     return run

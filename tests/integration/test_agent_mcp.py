@@ -1,0 +1,158 @@
+"""An agent profile's MCP servers: a small FastMCP server on loopback whose tools the
+sub-agent calls, each call in the task's ledger, the URL under the webhooks' rules."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import fastmcp
+import pytest
+import uvicorn
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from taskservice.agents import ProfileError
+from tests.conftest import ClientFactory, wait_for
+
+offered: list[list[str]] = []
+
+
+def calls_add(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    offered.append(sorted(tool.name for tool in info.function_tools))
+    returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart("add", {"a": 2, "b": 40}, tool_call_id="m1")])
+    return ModelResponse(parts=[TextPart(f"sum {returns[-1].content}")])
+
+
+@contextlib.asynccontextmanager
+async def tool_server() -> AsyncIterator[str]:
+    """A FastMCP server on 127.0.0.1 with two tools, `add` and `secret`."""
+    server = fastmcp.FastMCP("calc")
+
+    @server.tool
+    def add(a: int, b: int) -> int:
+        """Adds two numbers."""
+        return a + b
+
+    @server.tool
+    def secret() -> str:
+        """Not for this agent."""
+        return "hidden"
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(server.http_app(), host="127.0.0.1", port=port, log_level="warning")
+    running = uvicorn.Server(config)
+    running.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    serving = asyncio.create_task(running.serve())
+    try:
+        await wait_for(lambda: running.started or serving.done(), timeout=20)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        running.should_exit = True
+        await asyncio.wait_for(serving, timeout=20)
+
+
+def profiles(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        f"""
+[agents.calculator]
+model = "calls_add"
+tools = []
+
+[[agents.calculator.mcp_servers]]
+url = "{url}"
+tools = ["add"]
+"""
+    )
+    return path
+
+
+async def test_a_profile_s_mcp_server_gives_its_agent_tools_whose_calls_are_ledgered(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    offered.clear()
+    async with (
+        tool_server() as url,
+        make_client(
+            models={"calls_add": FunctionModel(calls_add)},
+            agents_file=profiles(tmp_path, url),
+            workers_enabled=True,
+            webhook_allow_http=True,
+            webhook_allow_targets=["127.0.0.1/32"],
+        ) as client,
+    ):
+        task = (
+            await client.post("/v1/tasks", json={"input": "2+40", "agent": "calculator"})
+        ).json()
+
+        async def done() -> dict[str, Any] | None:
+            got = (await client.get(f"/v1/tasks/{task['id']}")).json()
+            return got if got["state"] in ("completed", "failed") else None
+
+        finished = await wait_for(done, timeout=30)
+        calls = (await client.get(f"/v1/tasks/{task['id']}/calls")).json()["calls"]
+    assert finished["state"] == "completed", finished["error"]
+    assert finished["result"] == "sum 42"
+    assert offered[0] == ["add"]  # the allow-list: `secret` is not offered
+    assert [(c["tool_call_id"], c["name"], c["status"]) for c in calls] == [
+        ("m1", "add", "completed")
+    ]
+    assert (calls[0]["arguments"], calls[0]["result"]) == ({"a": 2, "b": 40}, 42)
+
+
+async def test_an_mcp_server_on_a_forbidden_address_is_refused(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    async with (
+        tool_server() as url,
+        make_client(
+            models={"calls_add": FunctionModel(calls_add)},
+            agents_file=profiles(tmp_path, url),
+            workers_enabled=True,
+            webhook_allow_http=True,  # but loopback is not allowed
+            default_max_attempts=1,
+        ) as client,
+    ):
+        task = (await client.post("/v1/tasks", json={"input": "x", "agent": "calculator"})).json()
+
+        async def failed() -> dict[str, Any] | None:
+            got = (await client.get(f"/v1/tasks/{task['id']}")).json()
+            return got if got["state"] == "failed" else None
+
+        finished = await wait_for(failed, timeout=30)
+    assert "refused" in finished["error"]["message"]
+    assert "loopback" in finished["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("servers", "why"),
+    [
+        ('mcp_servers = "x"', "must be a list"),
+        ('[[agents.a.mcp_servers]]\nurl = "ftp://x/mcp"', "is not http"),
+        ('[[agents.a.mcp_servers]]\nurl = "https://u:p@x/mcp"', "token_env"),
+        ('[[agents.a.mcp_servers]]\nurl = "https://x/mcp"\nport = 1', "a table of url"),
+    ],
+)
+async def test_a_bad_mcp_server_entry_stops_the_start(
+    make_client: ClientFactory, tmp_path: Path, servers: str, why: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[agents.a]\n" + servers + "\n")
+    with pytest.raises(ProfileError, match=why):
+        async with make_client(agents_file=path):
+            pass
