@@ -281,6 +281,32 @@ async def test_task_methods_need_the_extension_and_a_task_of_the_caller(
             json=_modern("tasks/get", {"taskId": str(uuid.uuid4())}, tasks=True),
             headers=headers,
         )
+        named = await http.post(
+            "/mcp",
+            json=_modern("tasks/get", {"taskId": task_id}, tasks=True),
+            headers={**headers, "Mcp-Name": task_id},
+        )
+        misnamed = await http.post(
+            "/mcp",
+            json=_modern("tasks/get", {"taskId": task_id}, tasks=True),
+            headers={**headers, "Mcp-Name": str(uuid.uuid4())},
+        )
+        # A header's value is read without the spaces around it (which httpx will not
+        # send: written by hand).
+        body = json.dumps(_modern("tools/call", {"name": "nobody"}, tasks=False)).encode()
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(live.url.rsplit(":")[-1]))
+        head = (
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+            f"Mcp-Method: tools/call\r\nMcp-Name:   nobody  \r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        writer.write(head.encode() + body)
+        spaced = (await reader.read()).decode()
+        writer.close()
+    assert named.json()["result"]["taskId"] == task_id
+    assert (misnamed.status_code, misnamed.json()["error"]["code"]) == (400, -32020)
+    assert "no tool 'nobody'" in spaced  # past the header check
     assert found.json()["result"]["status"] == "working"  # pending: no worker here
     assert found.json()["result"]["resultType"] == "complete"
     assert undeclared.json()["error"]["code"] == -32021

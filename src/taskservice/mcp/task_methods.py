@@ -12,7 +12,7 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
@@ -81,27 +81,33 @@ class Tasks(Extension):
             task = await self.handler(ctx).start(params.name, params.arguments)
         return mcp_tasks.handle(task)
 
-    def _require(self, ctx: ServerRequestContext[Any]) -> None:
+    def _require(self, ctx: ServerRequestContext[Any], task_id: str) -> None:
+        """The extension declared, and an `Mcp-Name` header, if sent, naming the task
+        (the extension's routing header for `tasks/*`)."""
         if not _opted_in(ctx):
             raise MCPError(
                 MISSING_REQUIRED_CLIENT_CAPABILITY,
                 "declare the tasks extension in this request's client capabilities",
                 {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
             )
+        assert isinstance(ctx.request, Request)
+        named = ctx.request.headers.get("mcp-name")
+        if named is not None and named != task_id:
+            raise MCPError(HEADER_MISMATCH, "Mcp-Name header does not match params.taskId")
 
     async def _get(self, ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
-        self._require(ctx)
+        self._require(ctx, params.task_id)
         async with refusals():
             return mcp_tasks.detailed(await self.handler(ctx).task(params.task_id))
 
     async def _update(self, ctx: ServerRequestContext[Any], params: UpdateParams) -> dict[str, Any]:
-        self._require(ctx)
+        self._require(ctx, params.task_id)
         async with refusals():
             await self.handler(ctx).update(params.task_id, params.input_responses)
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
-        self._require(ctx)
+        self._require(ctx, params.task_id)
         async with refusals():
             await self.handler(ctx).cancel(params.task_id)
         return {"resultType": "complete"}

@@ -33,6 +33,9 @@ class Endpoint:
     request, to answer with JSON or with an SSE stream."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # A field's value excludes the whitespace around it (RFC 9110 5.5); the SDK
+        # compares Mcp-Name and the other routing headers as they come.
+        scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
         request = Request(scope, receive)
         if request.method != "POST":
             detail = "this MCP server is stateless: send each message with POST"
