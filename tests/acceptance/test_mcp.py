@@ -21,7 +21,7 @@ import httpx2
 import mcp
 import pytest
 from fastmcp.exceptions import ToolError
-from fastmcp_tasks import call_tool_task
+from fastmcp_tasks import ToolTask, call_tool_task
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -339,23 +339,14 @@ async def test_a_task_outlives_the_replica_that_made_it(
                 await wait_for(started, timeout=20)
         os.kill(first.process.pid, signal.SIGKILL)
         first.process.wait(timeout=10)
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tasks/get",
-    }
-    body = _modern("tasks/get", {"taskId": task.task_id}, tasks=True)
     with serve(env, tmp_path / "b.log") as second:
-        async with httpx.AsyncClient(base_url=second.url, timeout=10) as http:
-
-            async def finished() -> dict[str, Any] | None:
-                got = (await http.post("/mcp", json=body, headers=headers)).json()["result"]
-                return got if got["status"] == "completed" else None
-
-            done = await wait_for(finished, timeout=40)
+        # The same client's handle on the task, now driven through the other replica.
+        async with fastmcp.Client(f"{second.url}/mcp") as client:
+            done = await ToolTask(client, "default", task.create_result).result()
+        async with httpx.AsyncClient(base_url=second.url) as http:
             rest = (await http.get(f"/v1/tasks/{task.task_id}")).json()
     assert running.status == "working"
-    assert "survive" in done["result"]["content"][0]["text"]
+    assert "survive" in done.content[0].text
     assert rest["attempt"] == 2  # recovered from the killed replica's lease
 
 
