@@ -399,6 +399,7 @@ async def test_the_sdk_1_client_calls_tools_as_2025_tasks(
     assert "a 2025 task" in seen["result"]["content"][0]["text"]
     assert seen["result"]["_meta"] == {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
     assert rest["state"] == "completed"  # the MCP task is the service's task
+    assert rest["metadata"]["mcp"] == {"tool": "default", "ttl_ms": 60000}  # for retention
     assert seen["cancelled"] == "cancelled"
     assert seen["cancel_again"] == -32602
     assert task_id in seen["listed"]

@@ -54,9 +54,13 @@ class MCPHandler:
         more = start + PAGE_SIZE < len(profiles)
         return [tools.tool(p) for p in page], _cursor(start + PAGE_SIZE) if more else None
 
-    async def start(self, name: str, arguments: dict[str, Any] | None) -> Task:
+    async def start(
+        self, name: str, arguments: dict[str, Any] | None, *, ttl_ms: int | None = None
+    ) -> Task:
         """Submit the task of a call to tool `name` (committed: a `tasks/get` finds it
-        at once). Bad arguments are refused before anything is written."""
+        at once). Bad arguments are refused before anything is written. A `ttl_ms` the
+        client asked for (2025-11-25) is kept in the task's `metadata.mcp`, for
+        retention to honour."""
         if self.service.catalog.profile(name) is None:
             raise InvalidRequest(f"no tool {name!r}; tools/list lists them", field="name")
         arguments = arguments or {}
@@ -76,7 +80,7 @@ class MCPHandler:
             input=arguments["input"],
             agent=name,
             context_id=context_id,
-            metadata={"mcp": {"tool": name}},
+            metadata={"mcp": {"tool": name, **({"ttl_ms": ttl_ms} if ttl_ms else {})}},
         )
         return task
 

@@ -157,8 +157,11 @@ class Tasks2025:
         if raw.get("task") is None:
             return await call_next(ctx)
         params = types.CallToolRequestParams.model_validate(raw)
+        ttl = raw["task"].get("ttl") if isinstance(raw["task"], dict) else None
         async with refusals():
-            task = await self.handler(ctx).start(params.name, params.arguments)
+            task = await self.handler(ctx).start(
+                params.name, params.arguments, ttl_ms=ttl if isinstance(ttl, int) else None
+            )
         return mcp_tasks.created_2025(task)
 
     async def _get(self, ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
