@@ -138,6 +138,7 @@ async def test_the_official_client_on_both_revisions(
 
 async def test_a_key_is_needed_once_one_exists(make_live: LiveFactory, db: AsyncEngine) -> None:
     key, _ = await ApiKeyStore(db).create(tenant="mcp-tenant")
+    other, _ = await ApiKeyStore(db).create(tenant="other-tenant")
     async with make_live(workers_enabled=True) as live:
         url = f"{live.url}/mcp"
         async with httpx.AsyncClient() as http:
@@ -155,8 +156,20 @@ async def test_a_key_is_needed_once_one_exists(make_live: LiveFactory, db: Async
         async with httpx.AsyncClient(base_url=live.url) as rest:
             headers = {"Authorization": f"Bearer {key}"}
             [task] = (await rest.get("/v1/tasks", headers=headers)).json()["tasks"]
+            # Another tenant's key finds no such task.
+            theirs = await rest.post(
+                "/mcp",
+                json=_modern("tasks/get", {"taskId": task["id"]}, tasks=True),
+                headers={
+                    "Authorization": f"Bearer {other}",
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": "2026-07-28",
+                    "Mcp-Method": "tasks/get",
+                },
+            )
         assert "with a key" in said.content[0].text
         assert task["input"] == "with a key"  # a task of the key's tenant
+        assert theirs.json()["error"]["code"] == -32602
 
 
 async def test_a_body_that_is_not_json_rpc_gets_a_json_rpc_error(make_live: LiveFactory) -> None:
