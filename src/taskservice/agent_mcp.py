@@ -67,6 +67,8 @@ def parse_servers(profile: str, raw: Any) -> tuple[McpServer, ...]:
         ):
             raise McpServerError(f"profile {profile!r}: tools must be a list of tool names")
         token_env = entry.get("token_env")
+        if token_env is not None and not os.environ.get(str(token_env)):
+            raise McpServerError(f"profile {profile!r}: ${token_env} (token_env) is not set")
         servers.append(
             McpServer(
                 url=url,
@@ -113,11 +115,8 @@ class Ledgered(WrapperToolset[RunHooks]):
 def toolset(server: McpServer, settings: Settings) -> AbstractToolset[RunHooks]:
     """The tools of `server` for an agent (only those its `tools` name)."""
     headers = None
-    if server.token_env is not None:
-        token = os.environ.get(server.token_env)
-        if not token:
-            raise McpServerError(f"MCP server {server.url}: ${server.token_env} is not set")
-        headers = {"Authorization": f"Bearer {token}"}
+    if server.token_env is not None:  # set: `parse_servers` checked it
+        headers = {"Authorization": f"Bearer {os.environ[server.token_env]}"}
     tools: AbstractToolset[RunHooks] = MCPToolset(
         server.url, headers=headers, tool_error_behavior="failed"
     )

@@ -146,6 +146,10 @@ async def test_an_mcp_server_on_a_forbidden_address_is_refused(
         ('[[agents.a.mcp_servers]]\nurl = "ftp://x/mcp"', "is not http"),
         ('[[agents.a.mcp_servers]]\nurl = "https://u:p@x/mcp"', "token_env"),
         ('[[agents.a.mcp_servers]]\nurl = "https://x/mcp"\nport = 1', "a table of url"),
+        (
+            '[[agents.a.mcp_servers]]\nurl = "https://x/mcp"\ntoken_env = "TS_TEST_NO_SUCH_VAR"',
+            "TS_TEST_NO_SUCH_VAR",
+        ),
     ],
 )
 async def test_a_bad_mcp_server_entry_stops_the_start(

@@ -4,8 +4,8 @@ method of `a2a.methods` whose parameters it gathers from the path, the query (GE
 and DELETE) or the JSON body (POST). Answers are ProtoJSON, as `application/a2a+json`
 to a client that speaks it (`media_type`); errors a `google.rpc.Status` (AIP-193)
 with the HTTP status of the specification's table and the same typed details as
-JSON-RPC; streams are SSE whose events are StreamResponses, an error after the stream began its last
-event, named `error`.
+JSON-RPC; streams are SSE whose events are StreamResponses, an error after the
+stream began its last event, named `error`.
 """
 
 from __future__ import annotations

@@ -25,12 +25,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, ValidationError
-from starlette.requests import Request
 
 from taskservice import __version__
 from taskservice.errors import ServiceError
 from taskservice.mcp.handler import MCPHandler
-from taskservice.mcp.task_methods import HandlerFor, Tasks, Tasks2025, refusal
+from taskservice.mcp.task_methods import HandlerFor, Tasks, Tasks2025, handler_of, refusal
 from taskservice.mcp.tools import INPUT_SCHEMA
 from taskservice.settings import Settings
 
@@ -106,8 +105,7 @@ def build_server(handler_for: HandlerFor) -> Server[Any]:
     and the Tasks extension."""
 
     def handler(ctx: ServerRequestContext[Any]) -> MCPHandler:
-        assert isinstance(ctx.request, Request)  # the HTTP transport passes its request
-        return handler_for(ctx.request)
+        return handler_of(handler_for, ctx)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

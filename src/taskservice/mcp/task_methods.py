@@ -22,6 +22,14 @@ from taskservice.mcp.handler import MCPHandler
 from taskservice.mcp.tasks import EXTENSION
 
 HandlerFor = Callable[[Request], MCPHandler]  # the caller's handler, by request
+
+
+def handler_of(handler_for: HandlerFor, ctx: ServerRequestContext[Any]) -> MCPHandler:
+    """The handler of the caller of the request `ctx` is for."""
+    assert isinstance(ctx.request, Request)  # the HTTP transport passes its request
+    return handler_for(ctx.request)
+
+
 LEGACY = "2025-11-25"  # the revision of the core protocol's tasks
 
 
@@ -58,8 +66,7 @@ class Tasks(Extension):
         self.handler_for = handler_for
 
     def handler(self, ctx: ServerRequestContext[Any]) -> MCPHandler:
-        assert isinstance(ctx.request, Request)  # the HTTP transport passes its request
-        return self.handler_for(ctx.request)
+        return handler_of(self.handler_for, ctx)
 
     def methods(self) -> Sequence[MethodBinding]:
         modern = frozenset(MODERN_PROTOCOL_VERSIONS)
@@ -133,8 +140,7 @@ class Tasks2025:
         self.handler_for = handler_for
 
     def handler(self, ctx: ServerRequestContext[Any]) -> MCPHandler:
-        assert isinstance(ctx.request, Request)
-        return self.handler_for(ctx.request)
+        return handler_of(self.handler_for, ctx)
 
     def methods(self) -> Sequence[MethodBinding]:
         legacy = frozenset({LEGACY})
