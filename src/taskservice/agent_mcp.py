@@ -84,11 +84,10 @@ class Ledgered(WrapperToolset[RunHooks]):
     """An MCP server's toolset: its URL checked before each connection, each call
     recorded in the ledger."""
 
-    url: str = ""
-    settings: Settings | None = field(default=None, repr=False)
+    url: str
+    settings: Settings = field(repr=False)
 
     async def __aenter__(self) -> Self:
-        assert self.settings is not None
         try:
             await resolve(
                 self.url,

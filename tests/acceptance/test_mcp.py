@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice.db.keys import ApiKeyStore
 from taskservice.mcp.tasks import EXTENSION
 from tests.acceptance.conftest import cli_env, serve
-from tests.conftest import LiveFactory, wait_for
+from tests.conftest import LiveFactory, LiveServer, wait_for
 from tests.integration.helpers import asks_for_a_colour
 
 
@@ -69,13 +70,15 @@ model = "slow"
     return path
 
 
-async def test_fastmcp_lists_the_profiles_and_calls_one(
-    make_live: LiveFactory, profiles: Path
-) -> None:
-    async with (
-        make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live,
-        fastmcp.Client(f"{live.url}/mcp") as client,
-    ):
+@pytest.fixture
+async def served(make_live: LiveFactory, profiles: Path) -> AsyncIterator[LiveServer]:
+    """The service with the profiles above, its workers running."""
+    async with make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live:
+        yield live
+
+
+async def test_fastmcp_lists_the_profiles_and_calls_one(served: LiveServer) -> None:
+    async with fastmcp.Client(f"{served.url}/mcp") as client:
         assert client.protocol_version == "2026-07-28"
         tools = {t.name: t for t in await client.list_tools()}
         assert sorted(tools) == ["analyst", "default", "researcher", "sleeper"]
@@ -88,7 +91,7 @@ async def test_fastmcp_lists_the_profiles_and_calls_one(
         object_ = await client.call_tool("analyst", {"input": "how many?", "context_id": "c-1"})
         assert object_.structured_content == {"answer": 42}
         # Each call was an ordinary task of the tenant, on the tool's profile.
-        async with httpx.AsyncClient(base_url=live.url) as http:
+        async with httpx.AsyncClient(base_url=served.url) as http:
             listed = (await http.get("/v1/tasks", params={"context_id": "c-1"})).json()
         [task] = listed["tasks"]
         assert (task["agent"]["profile"], task["state"]) == ("analyst", "completed")
@@ -132,7 +135,7 @@ async def test_the_official_client_on_both_revisions(
         async with httpx.AsyncClient(base_url=live.url) as rest:
             task = (await rest.get(f"/v1/tasks/{task_id}", params={"wait": 10})).json()
             assert (task["state"], task["result"]) == ("completed", "late")
-            # Refused calls made no task: the two that ran and the late one are all.
+            # Refused calls made no task: the two tasks are the call that ran and the late one.
             assert len((await rest.get("/v1/tasks")).json()["tasks"]) == 2
 
 
@@ -198,15 +201,10 @@ def _painter_profiles(tmp_path: Path) -> Path:
     return path
 
 
-async def test_a_call_made_a_task_is_polled_to_its_result(
-    make_live: LiveFactory, profiles: Path
-) -> None:
-    async with (
-        make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live,
-        fastmcp.Client(f"{live.url}/mcp") as client,
-    ):
+async def test_a_call_made_a_task_is_polled_to_its_result(served: LiveServer) -> None:
+    async with fastmcp.Client(f"{served.url}/mcp") as client:
         task = await call_tool_task(client, "researcher", {"input": "as a task"})
-        async with httpx.AsyncClient(base_url=live.url) as http:
+        async with httpx.AsyncClient(base_url=served.url) as http:
             same = (await http.get(f"/v1/tasks/{task.task_id}")).json()
         assert same["input"] == "as a task"  # the MCP task is the service's task
         said = await task.result()
@@ -244,20 +242,15 @@ async def test_a_question_is_answered_through_tasks_update(
     assert asked == ["Which colour?", "Which colour?"]
 
 
-async def test_a_task_is_cancelled_through_tasks_cancel(
-    make_live: LiveFactory, profiles: Path
-) -> None:
-    async with (
-        make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live,
-        fastmcp.Client(f"{live.url}/mcp") as client,
-    ):
+async def test_a_task_is_cancelled_through_tasks_cancel(served: LiveServer) -> None:
+    async with fastmcp.Client(f"{served.url}/mcp") as client:
         task = await call_tool_task(client, "sleeper", {"input": "never mind"})
         await task.cancel()
         await task.cancel()  # again: still fine
         status = await task.status()
         with pytest.raises(ToolError, match="cancelled"):
             await task.result()
-        async with httpx.AsyncClient(base_url=live.url) as http:
+        async with httpx.AsyncClient(base_url=served.url) as http:
             rest = (await http.get(f"/v1/tasks/{task.task_id}")).json()
     assert status.status == "cancelled"
     assert rest["state"] == "cancelled"
@@ -383,22 +376,21 @@ def mcp1_python() -> Path:
 
 
 async def test_the_sdk_1_client_calls_tools_as_2025_tasks(
-    make_live: LiveFactory, profiles: Path, mcp1_python: Path
+    served: LiveServer, mcp1_python: Path
 ) -> None:
-    async with make_live(models=MODELS, agents_file=profiles, workers_enabled=True) as live:
-        run = await asyncio.create_subprocess_exec(
-            str(mcp1_python),
-            str(MCP1_CLIENT),
-            f"{live.url}/mcp",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(run.communicate(), timeout=90)
-        assert run.returncode == 0, err.decode()[-3000:]
-        seen = json.loads(out)
-        async with httpx.AsyncClient(base_url=live.url) as http:
-            task_id = seen["created"]["taskId"]
-            rest = (await http.get(f"/v1/tasks/{task_id}")).json()
+    run = await asyncio.create_subprocess_exec(
+        str(mcp1_python),
+        str(MCP1_CLIENT),
+        f"{served.url}/mcp",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(run.communicate(), timeout=90)
+    assert run.returncode == 0, err.decode()[-3000:]
+    seen = json.loads(out)
+    async with httpx.AsyncClient(base_url=served.url) as http:
+        task_id = seen["created"]["taskId"]
+        rest = (await http.get(f"/v1/tasks/{task_id}")).json()
     assert seen["protocol"] == "2025-11-25"
     assert seen["tasks_capability"] == {
         "list": {},

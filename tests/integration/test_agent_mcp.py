@@ -66,6 +66,17 @@ async def tool_server() -> AsyncIterator[str]:
         await asyncio.wait_for(serving, timeout=20)
 
 
+def calculator(make_client: ClientFactory, tmp_path: Path, url: str, **settings: Any) -> Any:
+    """The service with a `calculator` profile whose MCP server is at `url`."""
+    return make_client(
+        models={"calls_add": FunctionModel(calls_add)},
+        agents_file=profiles(tmp_path, url),
+        workers_enabled=True,
+        webhook_allow_http=True,
+        **settings,
+    )
+
+
 def profiles(tmp_path: Path, url: str) -> Path:
     path = tmp_path / "agents.toml"
     path.write_text(
@@ -88,13 +99,7 @@ async def test_a_profile_s_mcp_server_gives_its_agent_tools_whose_calls_are_ledg
     offered.clear()
     async with (
         tool_server() as url,
-        make_client(
-            models={"calls_add": FunctionModel(calls_add)},
-            agents_file=profiles(tmp_path, url),
-            workers_enabled=True,
-            webhook_allow_http=True,
-            webhook_allow_targets=["127.0.0.1/32"],
-        ) as client,
+        calculator(make_client, tmp_path, url, webhook_allow_targets=["127.0.0.1/32"]) as client,
     ):
         task = (
             await client.post("/v1/tasks", json={"input": "2+40", "agent": "calculator"})
@@ -120,13 +125,7 @@ async def test_an_mcp_server_on_a_forbidden_address_is_refused(
 ) -> None:
     async with (
         tool_server() as url,
-        make_client(
-            models={"calls_add": FunctionModel(calls_add)},
-            agents_file=profiles(tmp_path, url),
-            workers_enabled=True,
-            webhook_allow_http=True,  # but loopback is not allowed
-            default_max_attempts=1,
-        ) as client,
+        calculator(make_client, tmp_path, url, default_max_attempts=1) as client,  # no loopback
     ):
         task = (await client.post("/v1/tasks", json={"input": "x", "agent": "calculator"})).json()
 

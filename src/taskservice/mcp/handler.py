@@ -45,6 +45,12 @@ class MCPHandler:
     service: TaskService
     tenant: str
 
+    @property
+    def _wait_seconds(self) -> float:
+        """How long a call waits for its task (`settle` waits no longer than this)."""
+        settings = self.service.settings
+        return min(settings.mcp_call_seconds, settings.max_wait_seconds)
+
     def list_tools(self, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """A page of tools, one per agent profile (by name), and the cursor of the
         next page, if there is one."""
@@ -92,8 +98,7 @@ class MCPHandler:
         says so (`tools.unfinished`). `progress` hears the agent's progress reports
         (percent of 100, note) meanwhile."""
         task = await self.start(name, arguments)
-        settings = self.service.settings
-        waited = min(settings.mcp_call_seconds, settings.max_wait_seconds)
+        waited = self._wait_seconds
 
         async def reported(event: TaskEvent) -> None:
             if progress is not None and event.type == EventType.PROGRESS:
@@ -147,9 +152,7 @@ class MCPHandler:
         """The task once it has ended, waiting up to `TASKSERVICE_MCP_CALL_SECONDS`
         (through waits for input) for that; as it is then, if it has not."""
         task = await self.task(task_id)
-        settings = self.service.settings
-        waited = min(settings.mcp_call_seconds, settings.max_wait_seconds)
-        return await self.service.settle(task, waited, finished=True)
+        return await self.service.settle(task, self._wait_seconds, finished=True)
 
     async def tasks(self, cursor: str | None) -> tuple[list[Task], str | None]:
         """A page of the caller's tasks, newest first: every task `task` finds."""

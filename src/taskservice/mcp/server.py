@@ -27,9 +27,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, ValidationError
 
 from taskservice import __version__
-from taskservice.errors import ServiceError
 from taskservice.mcp.handler import MCPHandler
-from taskservice.mcp.task_methods import HandlerFor, Tasks, Tasks2025, handler_of, refusal
+from taskservice.mcp.task_methods import HandlerFor, Tasks, Tasks2025, handler_of, refusals
 from taskservice.mcp.tools import INPUT_SCHEMA
 from taskservice.settings import Settings
 
@@ -102,7 +101,7 @@ class _Server(Server[Any]):
 
 def build_server(handler_for: HandlerFor) -> Server[Any]:
     """The lowlevel server: tools/list and tools/call, for the caller of each request,
-    and the Tasks extension."""
+    and the task methods of both revisions."""
 
     def handler(ctx: ServerRequestContext[Any]) -> MCPHandler:
         return handler_of(handler_for, ctx)
@@ -110,10 +109,8 @@ def build_server(handler_for: HandlerFor) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        try:
+        async with refusals():
             page, cursor = handler(ctx).list_tools(params.cursor if params else None)
-        except ServiceError as exc:
-            raise refusal(exc) from None
         return types.ListToolsResult(
             tools=[types.Tool.model_validate(t) for t in page], next_cursor=cursor
         )
@@ -125,10 +122,8 @@ def build_server(handler_for: HandlerFor) -> Server[Any]:
             # `notifications/progress`, if the request asked for them (a progress token)
             await ctx.session.report_progress(percent, 100, note)
 
-        try:
+        async with refusals():
             result = await handler(ctx).call(params.name, params.arguments, progress)
-        except ServiceError as exc:
-            raise refusal(exc) from None
         return types.CallToolResult.model_validate(result)
 
     server: Server[Any] = _Server(
