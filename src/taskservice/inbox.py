@@ -51,10 +51,7 @@ class Sent:
 
 def _asks(task: Task) -> list[str] | None:
     """The ids of the questions a task waits on (None: it waits on none)."""
-    request = task.input_request or {}
-    if task.state is not TaskState.INPUT_REQUIRED or request.get("kind") != "questions":
-        return None
-    return [question["id"] for question in request.get("questions", [])]
+    return [question["id"] for question in task.questions] or None
 
 
 def _preview(input: Any) -> str:

@@ -85,6 +85,15 @@ class Task:
     followups_read: int = 0  # how many of them its runs have written into the conversation
 
     @property
+    def questions(self) -> list[dict[str, Any]]:
+        """The questions the task waits on (`id`, `question`, …): none unless it is
+        `input_required` on questions (rather than on its subtasks)."""
+        request = self.input_request if isinstance(self.input_request, dict) else {}
+        if self.state is not TaskState.INPUT_REQUIRED or request.get("kind") != "questions":
+            return []
+        return [q for q in request.get("questions", []) if isinstance(q, dict) and q.get("id")]
+
+    @property
     def unread(self) -> int:
         """Follow-ups queued that no run has read yet."""
         return self.followups - self.followups_read

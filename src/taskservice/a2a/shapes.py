@@ -51,8 +51,7 @@ def agent_says(update: TaskUpdate) -> Message | None:
     if update.state is not task.state:
         return None
     if task.state is TaskState.INPUT_REQUIRED:
-        request = task.input_request or {}
-        questions = [str(q.get("question") or "") for q in request.get("questions", [])]
+        questions = [str(q.get("question") or "") for q in task.questions]
         text = "\n".join(questions) if questions else "waiting for its subtasks"
     elif task.state is TaskState.FAILED and task.error:
         text = str(task.error.get("message", task.error))

@@ -122,7 +122,7 @@ class MCPHandler:
         questions' ids. Keys of questions not (or no longer) asked are ignored, as the
         extension says; a task that asks none any more is left as it is."""
         task = await self.task(task_id)
-        asked = {q["id"] for q in mcp_tasks.questions(task)}
+        asked = {q["id"] for q in task.questions}
         answers: dict[str, str] = {}
         for key, response in responses.items():
             if key not in asked:

@@ -29,23 +29,15 @@ def _stamp(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
 
 
-def questions(task: Task) -> list[dict[str, Any]]:
-    """The questions the task waits on (none while it waits for its subtasks)."""
-    request = task.input_request or {}
-    if request.get("kind") != "questions":
-        return []
-    return [q for q in request.get("questions", []) if q.get("id")]
-
-
 def status(task: Task) -> str:
-    if task.state is TaskState.INPUT_REQUIRED and not questions(task):
+    if task.state is TaskState.INPUT_REQUIRED and not task.questions:
         return "working"  # on its subtasks: nothing for the client to answer
     return STATUS[task.state]
 
 
 def _message(task: Task) -> str | None:
     if task.state is TaskState.INPUT_REQUIRED:
-        asked = [str(q.get("question") or "") for q in questions(task)]
+        asked = [str(q.get("question") or "") for q in task.questions]
         return "\n".join(asked) if asked else "waiting for its subtasks"
     if task.state is TaskState.FAILED:
         return str((task.error or {}).get("message") or "the task failed")
@@ -101,7 +93,7 @@ def detailed(task: Task) -> dict[str, Any]:
     elif task.state is TaskState.FAILED:
         out["error"] = {"code": -32603, "message": out.get("statusMessage", "the task failed")}
     elif task.state is TaskState.INPUT_REQUIRED:
-        asked = questions(task)
+        asked = task.questions
         if asked:
             out["inputRequests"] = {q["id"]: elicitation(q) for q in asked}
     return out

@@ -74,7 +74,7 @@ def unfinished(task: Task, waited: float) -> dict[str, Any]:
     itself going on."""
     where = f"GET /v1/tasks/{task.id}"
     if task.state is TaskState.INPUT_REQUIRED:
-        questions = [q.get("question") for q in (task.input_request or {}).get("questions", [])]
+        questions = [q.get("question") for q in task.questions]
         asked = "; ".join(str(q) for q in questions if q) or "it waits for its subtasks"
         text = (
             f"task {task.id} needs input before it can finish: {asked}. Answer with POST "
