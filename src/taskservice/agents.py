@@ -22,7 +22,7 @@ import logging
 import os
 import tomllib
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -85,7 +85,8 @@ def _answer_offline(messages: list[ModelMessage]) -> ModelResponse:
 
 def offline_model(delay: float = 0.0) -> Model:
     """The deterministic offline model; `offline:<seconds>` answers after a delay
-    (for demos, load tests and failure drills)."""
+    (for demos, load tests and failure drills), and streams it: its words spread
+    over the delay, so live output can be watched."""
 
     # async on purpose: pydantic-ai runs a sync model function in a worker thread.
     async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -93,8 +94,17 @@ def offline_model(delay: float = 0.0) -> Model:
             await asyncio.sleep(delay)
         return _answer_offline(messages)
 
-    name = f"{OFFLINE_MODEL}:{delay:g}" if delay else OFFLINE_MODEL
-    return FunctionModel(answer, model_name=name)
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        text = _answer_offline(messages).parts[0]
+        assert isinstance(text, TextPart)
+        words = text.content.split(" ")
+        for index, word in enumerate(words):
+            await asyncio.sleep(delay / len(words))
+            yield word if index == 0 else " " + word
+
+    if not delay:  # an instant answer: nothing to watch, and streaming costs more
+        return FunctionModel(answer, model_name=OFFLINE_MODEL)
+    return FunctionModel(answer, stream_function=stream, model_name=f"{OFFLINE_MODEL}:{delay:g}")
 
 
 def _offline_delay(name: str) -> float | None:
@@ -278,6 +288,13 @@ def load_plugins(modules: list[str]) -> tuple[dict[str, Model], dict[str, ToolFu
     return models, tools
 
 
+def streams(agent: Agent[Any, Any]) -> bool:
+    """Whether the agent's model can stream its responses (a function model needs a
+    stream function for that; every provider's model can)."""
+    model = agent.model
+    return not isinstance(model, FunctionModel) or model.stream_function is not None
+
+
 @dataclass
 class AgentCatalog:
     """Resolves requests into `AgentSpec`s, and specs into (cached) agents."""
@@ -304,7 +321,7 @@ class AgentCatalog:
         if chosen is None:
             known = ", ".join(sorted(self.profiles))
             raise InvalidRequest(f"unknown agent profile {name!r}; known: {known}", field="agent")
-        if model is not None and model not in self.settings.allowed_models:
+        if model is not None and not self.allowed(model):
             allowed = ", ".join(self.settings.allowed_models)
             raise InvalidRequest(
                 f"model {model!r} is not allowed; allowed: {allowed}", field="model"
@@ -314,6 +331,13 @@ class AgentCatalog:
             model=model or chosen.model,
             system_prompt=system_prompt or chosen.system_prompt,
         )
+
+    def allowed(self, model: str) -> bool:
+        """On the allow-list; `offline:<seconds>` is wherever `offline` is."""
+        allowed = self.settings.allowed_models
+        if model in allowed:
+            return True
+        return OFFLINE_MODEL in allowed and _offline_delay(model) is not None
 
     def profile(self, name: str) -> AgentProfile | None:
         return self.profiles.get(name)

@@ -14,25 +14,34 @@ Watching starts before the snapshot is read, so no change can slip in between. A
 notice only marks the follower dirty (`events.TaskWatchers`); it then reads what it
 has not seen from the event log, in order, so a lost notice costs latency (the poll
 covers it), never an event. An idle follower holds a flag, no task, page or timer.
+
+With `deltas`, the follower also yields the live output of the model response being
+written (`live.LiveView`): once the replay of the log is done, the text so far of
+the message in progress, then each delta as it arrives. Deltas wake the follower
+without marking it dirty, so they cost no read of the event log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 
 from taskservice.db.eventlog import STATE_CHANGE, EventLog
 from taskservice.db.tasks import TaskStore
 from taskservice.errors import NotFound
-from taskservice.events import TaskWatchers
-from taskservice.models import Task, TaskEvent
+from taskservice.events import Flag, TaskWatchers
+from taskservice.live import LiveFeed, LiveView
+from taskservice.models import Delta, Task, TaskEvent
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 
-# What a follower yields: the snapshot, an event, or None when it was idle.
-Update = Task | TaskEvent | None
+# What a follower yields: the snapshot, an event, a delta of live output, or None
+# when it was idle.
+Update = Task | TaskEvent | Delta | None
+MESSAGE = "message"
 
 
 def moved_to(event: TaskEvent) -> TaskState | None:
@@ -48,12 +57,35 @@ def _ends(event: TaskEvent) -> bool:
 
 class TaskFollower:
     def __init__(
-        self, *, store: TaskStore, log: EventLog, watchers: TaskWatchers, settings: Settings
+        self,
+        *,
+        store: TaskStore,
+        log: EventLog,
+        watchers: TaskWatchers,
+        settings: Settings,
+        live: LiveFeed | None = None,
     ) -> None:
         self.store = store
         self.log = log
         self.watchers = watchers
         self.settings = settings
+        self.live = live
+
+    @contextlib.contextmanager
+    def _view(self, task_id: uuid.UUID, flag: Flag, deltas: bool) -> Iterator[LiveView | None]:
+        if not deltas or self.live is None:
+            yield None
+            return
+        with self.live.view(task_id, flag) as view:
+            yield view
+
+    async def _deltas(self, task_id: uuid.UUID, view: LiveView | None) -> list[Delta]:
+        """The live output to send now (reading the text so far when asked to)."""
+        if view is None or not (view.pending or view.resync):
+            return []
+        if view.resync and self.live is not None:
+            await self.live.catch_up(task_id, view)
+        return view.take()
 
     async def follow(
         self,
@@ -64,6 +96,7 @@ class TaskFollower:
         idle: float = math.inf,
         deadline: float = math.inf,
         authorized: Callable[[], Awaitable[bool]] | None = None,
+        deltas: bool = False,
     ) -> AsyncGenerator[Update, None]:
         """Yield the task, then its events with seq > `after` (by default, after the
         snapshot), in order, up to and including the terminal one; then stop. A task
@@ -72,13 +105,17 @@ class TaskFollower:
         `None` is yielded whenever `idle` seconds pass without anything else (a
         stream's keep-alive). The follow stops early at `deadline` (loop time), or
         when `authorized()` (asked before each read) says the caller's key no longer
-        holds. Raises `NotFound` if the task is not the tenant's."""
+        holds. With `deltas`, live output too (see the module docstring). Raises
+        `NotFound` if the task is not the tenant's."""
         settings = self.settings
-        with self.watchers.watch(task_id) as dirty:
+        with self.watchers.watch(task_id) as dirty, self._view(task_id, dirty, deltas) as view:
             snapshot = await self.store.get(task_id, tenant=tenant)
             if snapshot is None:
                 raise NotFound(f"task {task_id} not found")
             finished = snapshot.state.is_terminal
+            if view is not None and snapshot.state is TaskState.RUNNING:
+                view.resync = True  # it may be writing a message: start from its text
+            replayed = False  # deltas go out once the log is replayed
             last = snapshot.event_seq if after is None else after
             yield snapshot
             del snapshot  # an idle follower keeps no task alive
@@ -90,12 +127,17 @@ class TaskFollower:
                 if authorized is not None and not await authorized():
                     return
                 events = await self.log.page(task_id, after=last, limit=settings.max_page_size)
+                if replayed:
+                    for delta in await self._deltas(task_id, view):
+                        yield delta  # before the events that came after it
                 for event in events:
                     yield event
                     next_idle = clock() + idle
                     last = event.seq
                     if _ends(event):
                         return
+                    if view is not None and event.type == MESSAGE:
+                        view.persisted(int(event.data.get("position", -1)))
                 more = len(events) == settings.max_page_size
                 del events
                 event = None  # nor the last event yielded
@@ -103,11 +145,18 @@ class TaskFollower:
                     continue  # more to replay
                 if finished:
                     return  # followed from after the end: nothing will follow
+                replayed = True
                 # Until a notice for this task, or the poll that covers a lost one.
                 next_poll = clock() + settings.stream_poll_seconds
                 while not dirty.is_set() and clock() < next_poll:
                     if clock() >= deadline:
                         return
+                    live = await self._deltas(task_id, view)
+                    for delta in live:
+                        yield delta
+                        next_idle = clock() + idle
+                    if live:
+                        continue
                     if clock() >= next_idle:
                         yield None
                         next_idle = clock() + idle

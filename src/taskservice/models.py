@@ -151,6 +151,31 @@ class TaskEvent:
     created_at: datetime
 
 
+DeltaKind = Literal["text", "tool_call", "thinking"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """A piece of the model response a run is streaming: `text` extends part `part`
+    of the response that will be message `position` of the conversation (attempt
+    `attempt`) at character `offset` (Unicode code points). Ephemeral: never a row of
+    the event log; the complete message is persisted when it completes. Offset 0 on
+    a part that has text starts it over (a new attempt, or a part replaced)."""
+
+    task_id: uuid.UUID
+    attempt: int
+    position: int
+    part: int
+    kind: DeltaKind
+    offset: int
+    text: str
+    tool: str | None = None  # a tool call's name
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.text)
+
+
 CountMode = Literal["exact", "estimate"]
 
 

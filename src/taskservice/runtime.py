@@ -23,6 +23,7 @@ from taskservice.db.engine import create_engine
 from taskservice.db.eventlog import EventLog
 from taskservice.db.keys import ApiKeyStore, service_secret
 from taskservice.db.leases import LeaseStore
+from taskservice.db.live import LiveStore
 from taskservice.db.sql import Database
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
@@ -30,6 +31,7 @@ from taskservice.db.webhook_deliveries import DeliveryLog
 from taskservice.db.webhook_outbox import OutboxStore
 from taskservice.db.webhook_subscriptions import SubscriptionStore
 from taskservice.events import EventHub, TaskWatchers, Watermark
+from taskservice.live import LiveFeed
 from taskservice.message_router import MessageRouter
 from taskservice.service import TaskService
 from taskservice.settings import Settings
@@ -100,8 +102,9 @@ class Runtime:
             ledger = LedgerStore(
                 db, log_cap=settings.max_log_lines, log_chars=settings.max_log_chars
             )
+            live = LiveStore(db)
             # First, so that a process that lives only briefly still reaps.
-            reaper = Reaper(leases=LeaseStore(db), ledger=ledger, settings=settings)
+            reaper = Reaper(leases=LeaseStore(db), ledger=ledger, settings=settings, live=live)
             reaper.start()
             stack.push_async_callback(reaper.stop)
             keys = ApiKeyStore(engine)
@@ -133,6 +136,7 @@ class Runtime:
                     settings=settings,
                     push_formats=push_formats,
                 )
+            feed = LiveFeed(hub, live)  # before the hub starts: it LISTENs for deltas too
             await hub.start()
             stack.push_async_callback(hub.stop)
             watchers = TaskWatchers(hub)
@@ -154,6 +158,7 @@ class Runtime:
                 settings=settings,
                 watchers=watchers,
                 webhooks=webhooks,
+                live=feed,
             )
             pool: WorkerPool | None = None
             if workers:
@@ -162,7 +167,9 @@ class Runtime:
                     service=service,
                     leases=LeaseStore(db),
                     ledger=ledger,
-                    executor=Executor(catalog),
+                    executor=Executor(
+                        catalog, live=live, delta_interval=settings.delta_interval_ms / 1000
+                    ),
                     hub=hub,
                     settings=settings,
                     database_url=url,

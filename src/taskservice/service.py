@@ -29,6 +29,7 @@ from taskservice.events import TaskWatchers
 from taskservice.follow import TaskFollower, moved_to
 from taskservice.ids import decode_cursor, encode_cursor, parse_uuid
 from taskservice.inbox import TaskInbox
+from taskservice.live import LiveFeed
 from taskservice.models import (
     AgentSpec,
     CountMode,
@@ -70,10 +71,11 @@ class TaskService:
         settings: Settings,
         watchers: TaskWatchers | None = None,
         webhooks: WebhookService | None = None,
+        live: LiveFeed | None = None,
     ) -> None:
         self.watchers = watchers
         self._follower = (
-            TaskFollower(store=store, log=log, watchers=watchers, settings=settings)
+            TaskFollower(store=store, log=log, watchers=watchers, settings=settings, live=live)
             if watchers is not None
             else None
         )
@@ -239,7 +241,7 @@ class TaskService:
                 if isinstance(update, Task):
                     if _settles(update.state, finished=finished):
                         return update
-                elif update is not None:
+                elif isinstance(update, TaskEvent):
                     if on_event is not None:
                         await on_event(update)
                     if _settles(moved_to(update), finished=finished):

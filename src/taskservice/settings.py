@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     stream_retry_ms: int = 2000  # the reconnect delay suggested to SSE clients
     event_gap_timeout: float = 10.0  # a missing event id older than this is skipped
     stream_token_secret: str | None = None  # else a key shared through the database
+    # Live output: a streaming model response's deltas reach event streams at most once
+    # per this interval per task (0: no deltas; complete messages only).
+    delta_interval_ms: int = Field(default=40, ge=0, le=10_000)
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Agents. Model names are pydantic-ai model strings; "offline" needs no key.

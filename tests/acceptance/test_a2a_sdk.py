@@ -280,3 +280,30 @@ async def test_the_a2a_sdk_manages_push_configs_whose_deliveries_arrive(
     assert states == ["TASK_STATE_SUBMITTED", "TASK_STATE_CANCELED"]
     assert {r.headers["x-a2a-notification-token"] for r in delivered} == {"tok"}
     assert {r.headers["authorization"] for r in delivered} == {"Bearer cred"}
+
+
+@pytest.mark.parametrize(
+    ("version", "binding"), [("1.0", "JSONRPC"), ("1.0", "HTTP+JSON"), ("0.3", "JSONRPC")]
+)
+async def test_the_a2a_sdk_receives_the_answer_in_chunks_as_it_is_written(
+    make_live: LiveFactory, version: str, binding: str
+) -> None:
+    # offline:1 streams its answer word by word over a second.
+    slow = {"workers_enabled": True, "default_model": "offline:1"}
+    async with a2a_client(
+        make_live, streaming=True, version=version, binding=binding, **slow
+    ) as client:
+        events = [e async for e in client.send_message(send_request("write it out"))]
+    updates = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    *chunks, whole = updates
+    assert len(chunks) >= 3, updates
+    assert not chunks[0].append
+    assert all(chunk.append for chunk in chunks[1:])
+    assert not any(chunk.last_chunk for chunk in chunks)
+    assert whole.last_chunk
+    assert not whole.append  # the complete result replaces the chunks
+    answer = whole.artifact.parts[0].text
+    assert answer.startswith("[offline model]")
+    assert "".join(chunk.artifact.parts[0].text for chunk in chunks) == answer
+    assert {u.artifact.artifact_id for u in updates} == {whole.artifact.artifact_id}
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED

@@ -5,7 +5,9 @@ Tests queue what it answers next, one entry per request:
 - `Reply(text=...)` or `Reply(tool_calls=[(id, name, arguments), ...])`;
 - `Reply(status=429, retry_after_ms=10)`, `Reply(status=500)`;
 - `Reply(delay=2.0, ...)`: answer after a delay (a slow provider);
-- `stream=True` requests are answered as server-sent chunks.
+- `stream=True` requests are answered as server-sent chunks: the text a word at a
+  time, each tool call's arguments in pieces of `piece` characters, with
+  `chunk_delay` seconds before each chunk (a model writing at its pace).
 
 It records every request it received, so tests can check what the service sent.
 """
@@ -35,6 +37,8 @@ class Reply:
     status: int = 200
     retry_after_ms: int | None = None
     delay: float = 0.0
+    chunk_delay: float = 0.0
+    piece: int = 8
     prompt_tokens: int = 11
     completion_tokens: int = 7
 
@@ -99,7 +103,8 @@ class FakeOpenAI:
         }
         if body.get("stream"):
             return StreamingResponse(
-                self._chunks(body["model"], message, finish, usage), media_type="text/event-stream"
+                self._chunks(body["model"], message, finish, usage, reply),
+                media_type="text/event-stream",
             )
         return JSONResponse(
             {
@@ -113,7 +118,12 @@ class FakeOpenAI:
         )
 
     async def _chunks(
-        self, model: str, message: dict[str, Any], finish: str, usage: dict[str, int]
+        self,
+        model: str,
+        message: dict[str, Any],
+        finish: str,
+        usage: dict[str, int],
+        reply: Reply,
     ) -> Any:
         def chunk(delta: dict[str, Any], reason: str | None = None, **extra: Any) -> str:
             data = {
@@ -126,10 +136,20 @@ class FakeOpenAI:
             }
             return f"data: {json.dumps(data)}\n\n"
 
+        async def paced(data: str) -> str:
+            if reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+            return data
+
         yield chunk({"role": "assistant"})
-        for word in (message.get("content") or "").split(" "):
-            yield chunk({"content": word + " "})
+        for index, word in enumerate((message.get("content") or "").split(" ")):
+            yield await paced(chunk({"content": word if index == 0 else " " + word}))
         for index, call in enumerate(message.get("tool_calls", [])):
-            yield chunk({"tool_calls": [{"index": index, **call}]})
+            arguments = call["function"]["arguments"]
+            head = {**call, "function": {"name": call["function"]["name"], "arguments": ""}}
+            yield await paced(chunk({"tool_calls": [{"index": index, **head}]}))
+            for start in range(0, len(arguments), reply.piece):
+                piece = {"arguments": arguments[start : start + reply.piece]}
+                yield await paced(chunk({"tool_calls": [{"index": index, "function": piece}]}))
         yield chunk({}, finish, usage=usage)
         yield "data: [DONE]\n\n"

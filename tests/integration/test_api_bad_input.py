@@ -182,6 +182,21 @@ async def test_a_model_outside_the_allow_list_is_422(
     assert problem["field"] == "model"
 
 
+async def test_offline_with_a_delay_is_allowed_wherever_offline_is(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    async with make_client(default_model="openai-chat:gpt-4o", allowed_models=[]) as client:
+        response = await client.post("/v1/tasks", json={"input": "x", "model": "offline:1"})
+        assert (await assert_problem(response, 422, db))["field"] == "model"
+    async with make_client() as client:
+        for odd in ("offline:-1", "offline:soon", "offline:99999"):
+            response = await client.post("/v1/tasks", json={"input": "x", "model": odd})
+            assert (await assert_problem(response, 422, db))["field"] == "model"
+        allowed = await client.post("/v1/tasks", json={"input": "x", "model": "offline:2.5"})
+        assert allowed.status_code == 201, allowed.text
+        assert allowed.json()["agent"]["model"] == "offline:2.5"
+
+
 async def test_an_unknown_agent_profile_is_422(client: httpx.AsyncClient, db: AsyncEngine) -> None:
     response = await client.post("/v1/tasks", json={"input": "x", "agent": "nope"})
     await assert_problem(response, 422, db)

@@ -6,7 +6,8 @@ A message starts a task (or, naming a task, answers its question or is queued fo
 its run); a
 task is read with its history (the ledger, `a2a.conversation`), cancelled, or
 followed: the task, then an update per state it moves to (the result as an artifact
-before `completed`), until a state that ends the stream. Following reads the task's
+before `completed`), until a state that ends the stream; while the model writes the
+answer, its text as artifact chunks. Following reads the task's
 event log through `service.follower`, as the REST stream and the long poll do.
 """
 
@@ -26,12 +27,12 @@ from taskservice.a2a.conversation import (
 )
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.push import PushConfigs, webhook_request
-from taskservice.a2a.shapes import TaskUpdate, Update, View
+from taskservice.a2a.shapes import ArtifactChunk, TaskUpdate, Update, View
 from taskservice.agent_options import METADATA_KEYS
 from taskservice.errors import Conflict
 from taskservice.follow import moved_to
 from taskservice.ids import encode_status_cursor
-from taskservice.models import StatusQuery, Task
+from taskservice.models import Delta, StatusQuery, Task, TaskEvent
 from taskservice.service import TaskService
 from taskservice.states import TaskState
 
@@ -176,8 +177,10 @@ class A2AHandler:
         self, task: Task, *, history_length: int | None, ends: Callable[[TaskState], bool]
     ) -> AsyncIterator[Update]:
         """The task, then an update for each state it moves to (the result as an
-        artifact update before `completed`), until a state that `ends` the stream."""
-        follow = self.service.follower.follow(tenant=self.tenant, task_id=task.id)
+        artifact update before `completed`), until a state that `ends` the stream;
+        between them, the answer's text as the model writes it (`ArtifactChunk`)."""
+        follow = self.service.follower.follow(tenant=self.tenant, task_id=task.id, deltas=True)
+        chunks: tuple[int, int] | None = None  # the (attempt, position) chunks extend
         async with aclosing(follow) as changes:
             async for change in changes:
                 if isinstance(change, Task):  # the snapshot, read once following
@@ -185,7 +188,14 @@ class A2AHandler:
                     if ends(change.state):
                         return
                     continue
-                state = moved_to(change) if change is not None else None
+                if isinstance(change, Delta):
+                    if change.kind != "text" or not change.text:
+                        continue  # the answer is text; tool calls and thinking are not
+                    message = (change.attempt, change.position)
+                    yield ArtifactChunk(task, change.text, append=message == chunks)
+                    chunks = message
+                    continue
+                state = moved_to(change) if isinstance(change, TaskEvent) else None
                 if state is None:
                     continue
                 current = await self.find(str(task.id))

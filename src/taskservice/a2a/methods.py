@@ -26,7 +26,7 @@ from taskservice.a2a import v03, v10
 from taskservice.a2a.errors import A2AError, Kind, from_service
 from taskservice.a2a.handler import A2AHandler
 from taskservice.a2a.push import PushConfigs
-from taskservice.a2a.shapes import TaskId, TaskQuery, Update, View, ends_stream, params
+from taskservice.a2a.shapes import TaskId, TaskQuery, TaskUpdate, Update, ends_stream, params
 from taskservice.errors import ServiceError
 from taskservice.ids import decode_status_cursor
 from taskservice.models import StatusQuery
@@ -177,7 +177,7 @@ async def _subscribe_10(call: Call, raw: Any) -> Events:
 
 async def _written(updates: AsyncIterator[Update], wire: ModuleType) -> Events:
     async for update in updates:
-        final = not isinstance(update, View) and ends_stream(update.state)
+        final = isinstance(update, TaskUpdate) and ends_stream(update.state)
         for event in wire.events(update, final=final):
             yield event
 

@@ -36,7 +36,19 @@ class TaskUpdate:
     artifact: bool = False
 
 
-Update = View | TaskUpdate
+@dataclass(frozen=True, slots=True)
+class ArtifactChunk:
+    """A piece of the answer as the model writes it (live output of the task's
+    result artifact): `append` adds it to the chunks before it; a chunk that does not
+    append starts the artifact over (a new model response, or a new attempt). The
+    complete result follows, not appended, as the last chunk, before `completed`."""
+
+    task: Task
+    text: str
+    append: bool
+
+
+Update = View | TaskUpdate | ArtifactChunk
 
 
 def ends_stream(state: TaskState) -> bool:

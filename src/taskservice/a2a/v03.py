@@ -21,6 +21,7 @@ from pydantic import Field
 from taskservice.a2a.conversation import Message, Part, PushConfig, SendRequest, context
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.shapes import (
+    ArtifactChunk,
     HistoryLength,
     Params,
     TaskUpdate,
@@ -176,8 +177,10 @@ def status(update: TaskUpdate) -> dict[str, Any]:
     return out
 
 
-def artifact(t: Task) -> dict[str, Any]:
-    return {"artifactId": f"{t.id}:result", "name": "result", "parts": _parts(result_parts(t))}
+def artifact(t: Task, parts: list[Part] | None = None) -> dict[str, Any]:
+    """The task's result artifact: its result, or `parts` of it (a live chunk)."""
+    shown = result_parts(t) if parts is None else parts
+    return {"artifactId": f"{t.id}:result", "name": "result", "parts": _parts(shown)}
 
 
 def task(view: View) -> dict[str, Any]:
@@ -202,7 +205,11 @@ def events(update: Update, *, final: bool) -> list[dict[str, Any]]:
     if isinstance(update, View):
         return [task(update)]
     ids = {"taskId": str(update.task.id), "contextId": context(update.task)}
+    if isinstance(update, ArtifactChunk):
+        chunk = artifact(update.task, [Part("text", update.text)])
+        body = {**ids, "artifact": chunk, "append": update.append, "lastChunk": False}
+        return [{"kind": "artifact-update", **body}]
     if update.artifact:
-        body = {**ids, "artifact": artifact(update.task), "lastChunk": True}
+        body = {**ids, "artifact": artifact(update.task), "append": False, "lastChunk": True}
         return [{"kind": "artifact-update", **body}]
     return [{"kind": "status-update", **ids, "status": status(update), "final": final}]

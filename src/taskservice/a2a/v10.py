@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 from taskservice.a2a.conversation import Message, Part, PushConfig, SendRequest, context
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.shapes import (
+    ArtifactChunk,
     HistoryLength,
     Params,
     TaskUpdate,
@@ -222,8 +223,10 @@ def status(update: TaskUpdate) -> dict[str, Any]:
     return out
 
 
-def artifact(t: Task) -> dict[str, Any]:
-    return {"artifactId": f"{t.id}:result", "name": "result", "parts": _parts(result_parts(t))}
+def artifact(t: Task, parts: list[Part] | None = None) -> dict[str, Any]:
+    """The task's result artifact: its result, or `parts` of it (a live chunk)."""
+    shown = result_parts(t) if parts is None else parts
+    return {"artifactId": f"{t.id}:result", "name": "result", "parts": _parts(shown)}
 
 
 def task(view: View, *, artifacts: bool = True) -> dict[str, Any]:
@@ -270,6 +273,10 @@ def events(update: Update, *, final: bool) -> list[dict[str, Any]]:
     if isinstance(update, View):
         return [{"task": task(update)}]
     ids = {"taskId": str(update.task.id), "contextId": context(update.task)}
+    if isinstance(update, ArtifactChunk):
+        chunk = artifact(update.task, [Part("text", update.text)])
+        body = {**ids, "artifact": chunk, "append": update.append, "lastChunk": False}
+        return [{"artifactUpdate": body}]
     if update.artifact:
         body = {**ids, "artifact": artifact(update.task), "append": False, "lastChunk": True}
         return [{"artifactUpdate": body}]

@@ -29,6 +29,7 @@ from taskservice.api.routes import (
     tokens,
     webhooks,
 )
+from taskservice.api.schemas import DeltaOut
 from taskservice.api.sse import StreamGate, run_streams_after_routing
 from taskservice.mcp import server as mcp_server
 from taskservice.runtime import Runtime
@@ -68,6 +69,10 @@ def _document(app: FastAPI) -> None:
         if app.openapi_schema is None:
             schema = generate()  # generate() caches what it returns
             declare_bearer_auth(schema)
+            # What a stream's `delta` events hold (SSE data has no response model).
+            schema.setdefault("components", {}).setdefault("schemas", {})["DeltaOut"] = (
+                DeltaOut.model_json_schema(ref_template="#/components/schemas/{model}")
+            )
             errors.document_problems(
                 schema, jsonrpc_paths=(a2a.PATH,), own_errors=a2a_rest.BASE + "/"
             )

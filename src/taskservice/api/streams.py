@@ -21,10 +21,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from taskservice.aio import wait_until
 from taskservice.api.deps import CallerContext
-from taskservice.api.schemas import EventOut
+from taskservice.api.schemas import DeltaOut, EventOut
 from taskservice.api.sse import LeanEventSourceResponse, keep_alive
 from taskservice.events import Watermark
-from taskservice.models import EventFilter, Task
+from taskservice.models import Delta, EventFilter, Task
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.views import TaskOut
@@ -44,6 +44,9 @@ def event_stream(
     )
 
 
+DELTA = "delta"  # the SSE event of live output
+
+
 async def task_events(
     caller: CallerContext, task_id: uuid.UUID, *, after: int, types: frozenset[str] = frozenset()
 ) -> AsyncIterator[ServerSentEvent]:
@@ -57,11 +60,15 @@ async def task_events(
         after=after,
         idle=settings.stream_ping_seconds or math.inf,
         authorized=caller.authorized,  # revoking the key ends the stream
+        deltas=not types or DELTA in types,
     )
     async with aclosing(follow) as updates:
         async for update in updates:
             if update is None:
                 yield keep_alive()
+            elif isinstance(update, Delta):
+                # Ephemeral: no `id`, so a reconnect resumes after the last event.
+                yield ServerSentEvent(data=DeltaOut.of(update).model_dump_json(), event=DELTA)
             elif isinstance(update, Task):
                 yield ServerSentEvent(
                     data=TaskOut.of(update).model_dump_json(),

@@ -161,6 +161,24 @@ task_messages = Table(
     UniqueConstraint("task_id", "position"),
 )
 
+# The model response a run is streaming now, per part, as far as it has streamed
+# (`db/live.py`): where a stream opened mid-message starts. UNLOGGED (ephemeral: the
+# complete message is persisted in `task_messages`), and without a foreign key, so a
+# flush never locks the task's row; the reaper sweeps rows of tasks no longer running.
+task_live = Table(
+    "task_live",
+    metadata,
+    Column("task_id", UUID(as_uuid=True), nullable=False),
+    Column("part", Integer, nullable=False),  # the part's index in the response
+    Column("attempt", Integer, nullable=False),
+    Column("position", Integer, nullable=False),  # the response's, in task_messages
+    Column("kind", Text, nullable=False),  # text | tool_call | thinking
+    Column("tool", Text),  # a tool call's name
+    Column("text", Text, nullable=False),
+    PrimaryKeyConstraint("task_id", "part"),
+    prefixes=["UNLOGGED"],
+)
+
 # Messages sent to a live task, queued for its run (1, 2, … per task); `key`: the
 # sender's, so that a retry finds the message it sent (unique per task).
 task_followups = Table(

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
     AgentRunError,
     ModelAPIError,
@@ -20,14 +21,17 @@ from pydantic_ai.exceptions import (
     UsageLimitExceeded,
     UserError,
 )
+from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
 
-from taskservice.agents import AgentCatalog
+from taskservice.agents import AgentCatalog, streams
 from taskservice.content import as_text
+from taskservice.db.live import LiveStore
 from taskservice.models import Task
 from taskservice.tools import ASK_USER, WAIT_FOR_SUBTASKS, current_run
 from taskservice.worker.ledger import RunLedger
+from taskservice.worker.live_output import LiveOutput
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +100,26 @@ def waiting_for(requests: DeferredToolRequests) -> dict[str, Any]:
     return {"kind": "subtasks", "call_id": wait.tool_call_id}
 
 
+async def _streamed(node: Any, run: AgentRun[Any, Any], live: LiveOutput) -> None:
+    """Run a model request node by streaming it, its deltas going to `live`; the
+    rest of its text is sent before the node's response can be persisted."""
+    async with node.stream(run.ctx) as stream:
+        live.begin(len(run.all_messages()))  # the response's position: after its request
+        async for event in stream:
+            live.feed(event)
+    await live.end()
+
+
 class Executor:
-    def __init__(self, catalog: AgentCatalog) -> None:
+    """`live`: where streamed deltas go (None: model requests are not streamed),
+    at most one flush per `delta_interval` seconds per run."""
+
+    def __init__(
+        self, catalog: AgentCatalog, *, live: LiveStore | None = None, delta_interval: float = 0
+    ) -> None:
         self.catalog = catalog
+        self.live = live if delta_interval > 0 else None
+        self.delta_interval = delta_interval
 
     async def run(self, task: Task, ledger: RunLedger) -> Outcome:
         profile = self.catalog.profile(task.agent.profile)
@@ -110,6 +131,14 @@ class Executor:
         except UserError as exc:  # e.g. an unknown provider or a missing API key
             return Failed(failure_of(exc), ledger.usage)
         history, settled = await ledger.resume_state()
+        live = None
+        if self.live is not None and streams(agent):
+            live = LiveOutput(
+                self.live,
+                task_id=task.id,
+                attempt=ledger.lease.attempt,
+                interval=self.delta_interval,
+            )
         try:
             with current_run(ledger):
                 async with agent.iter(
@@ -121,9 +150,11 @@ class Executor:
                 ) as run:
                     try:
                         await ledger.deliver(run)  # follow-ups queued before it started
-                        async for _step in run:
+                        async for node in run:
                             await ledger.sync(run.all_messages(), run.usage)
                             await ledger.deliver(run)
+                            if live is not None and Agent.is_model_request_node(node):
+                                await _streamed(node, run, live)
                     except (AgentRunError, UserError):
                         # What the run said before it failed is recorded too. (Not
                         # when cancelled or the lease is lost: then nothing may be
@@ -138,6 +169,9 @@ class Executor:
                 limit = profile.request_limit
                 ledger.stage_log("error", f"the run reached its limit of {limit} model requests")
             return Failed(failure_of(exc), ledger.usage)
+        finally:
+            if live is not None:
+                await live.close()
         assert result is not None
         output = result.output
         if isinstance(output, DeferredToolRequests):

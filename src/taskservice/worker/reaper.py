@@ -11,6 +11,9 @@ after), or a jittered `reap_interval` if that comes first: a task whose worker
 died is recovered about `lease_seconds` after its last renewal, however briefly
 the processes around it live (a crash-looping worker that reaped only after a
 whole interval never reaped at all).
+
+Each pass also sweeps the live output (`task_live`) of tasks no longer running the
+attempt that wrote it: a finished run's, or a dead worker's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import random
 
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
+from taskservice.db.live import LiveStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import LedgerStore
 from taskservice.settings import Settings
@@ -36,9 +40,17 @@ _MIN_SLEEP = 0.25
 
 
 class Reaper:
-    def __init__(self, *, leases: LeaseStore, ledger: LedgerStore, settings: Settings) -> None:
+    def __init__(
+        self,
+        *,
+        leases: LeaseStore,
+        ledger: LedgerStore,
+        settings: Settings,
+        live: LiveStore | None = None,
+    ) -> None:
         self.leases = leases
         self.ledger = ledger
+        self.live = live
         self.settings = settings
         self._loop: asyncio.Task[None] | None = None
 
@@ -62,6 +74,8 @@ class Reaper:
         # Backstop for parents whose resume was missed (a process stopped between a
         # subtask's end and its parent's resume).
         recovered += await self.ledger.resume_parents()
+        if self.live is not None:
+            await self.live.sweep()
         if recovered or failed or stalled:
             log.info(
                 "reaper: %d recovered, %d failed (no attempts left), %d stalled",

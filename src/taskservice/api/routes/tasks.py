@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
@@ -210,7 +210,10 @@ async def cancel_task(
             "description": "JSON pages, or with `Accept: text/event-stream` a live stream: "
             "a `snapshot` of the task, then every event after `Last-Event-ID` (or `after`) "
             "with the SSE `id` set to its seq, ending after the terminal state change "
-            "(also when `type` leaves state changes out).",
+            "(also when `type` leaves state changes out). Between them, `delta` events "
+            "(no `id`: they are not in the log) carry the model response being written "
+            "(`DeltaOut`): on opening, the text so far of the message in progress, then "
+            "each piece as it streams.",
             "content": SSE_CONTENT,
         },
         **problem_responses(401, 403, 404, 422),
@@ -226,14 +229,18 @@ async def list_task_events(
     ] = 0,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
     type: Annotated[
-        list[EventType], Query(description="Only events of these types (repeatable).")
+        list[EventType | Literal["delta"]],
+        Query(
+            description="Only events of these types (repeatable). `delta`: the live output "
+            "of a stream (never in the log, so never on a JSON page)."
+        ),
     ] = [],  # noqa: B006
     last_event_id: Annotated[
         int | None,
         Header(ge=0, le=INT32_MAX, description="SSE resumption: the last seq received."),
     ] = None,
 ) -> EventPage | Response:
-    types = frozenset(t.value for t in type)
+    types = frozenset(str(t) for t in type)
     if "text/event-stream" in request.headers.get("accept", ""):
         task = await caller.service.get(tenant=caller.tenant, task_id=task_id)  # 404 first
         return streams.event_stream(

@@ -1,0 +1,327 @@
+"""Live output over the real path: the OpenAI-compatible fake server streams over
+HTTP, pydantic-ai's streaming run feeds the worker's deltas into PostgreSQL, and a
+real SSE client on another replica rebuilds the text exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
+from pydantic_ai.models import override_allow_model_requests
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.live import LiveStore
+from taskservice.db.sql import Database
+from taskservice.models import Delta
+from taskservice.states import TaskState
+from taskservice.worker.live_output import LiveOutput
+from tests.conftest import LiveFactory
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.integration.helpers import force_state, new_task
+from tests.sse import Event, read_events
+
+MODEL = "openai-chat:fake-gpt"
+STREAM = {"Accept": "text/event-stream"}
+WORDS = [f"word{i}" for i in range(40)]
+ANSWER = " ".join(WORDS)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server, override_allow_model_requests(True):
+        yield server
+
+
+@pytest.fixture
+async def live_db(database_url: str, db: AsyncEngine) -> AsyncIterator[Database]:
+    async with Database(database_url, pool_size=4) as database:
+        yield database
+
+
+def provider(fake: FakeOpenAI, **more: Any) -> dict[str, Any]:
+    return {
+        "openai_base_url": fake.base_url,
+        "openai_api_key": "sk-test",
+        "allowed_models": ["offline", MODEL],
+        **more,
+    }
+
+
+def rebuild(events: list[Event]) -> dict[tuple[int, int], dict[int, str]]:
+    """What a client rebuilds from the deltas: per (attempt, position), each part's
+    text; every delta must extend its part exactly where it ends."""
+    messages: dict[tuple[int, int], dict[int, str]] = {}
+    for event in events:
+        if event.event != "delta":
+            continue
+        assert event.id is None  # ephemeral: a reconnect resumes after the last event
+        delta = event.json()
+        parts = messages.setdefault((delta["attempt"], delta["position"]), {})
+        so_far = parts.get(delta["part"], "")
+        assert delta["offset"] == len(so_far), (delta, so_far)
+        parts[delta["part"]] = so_far + delta["text"]
+    return messages
+
+
+async def stream(
+    client: httpx.AsyncClient,
+    task_id: str,
+    *,
+    last_event_id: str | None = None,
+    deltas_before_leaving: int | None = None,
+) -> list[Event]:
+    headers = dict(STREAM)
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
+    events: list[Event] = []
+    async with client.stream("GET", f"/v1/tasks/{task_id}/events", headers=headers) as response:
+        assert response.status_code == 200
+        async for event in read_events(response):
+            events.append(event)
+            deltas = sum(e.event == "delta" for e in events)
+            if deltas_before_leaving is not None and deltas >= deltas_before_leaving:
+                break
+    return events
+
+
+async def submit(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    response = await client.post("/v1/tasks", json={"input": "write", "model": MODEL, **body})
+    assert response.status_code == 201, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+@asynccontextmanager
+async def two_replicas(
+    make_live: LiveFactory, fake: FakeOpenAI
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """Clients of the worker's replica, and of an API replica without workers."""
+    async with (
+        make_live(**provider(fake, workers_enabled=True)) as worker,
+        make_live(**provider(fake, workers_enabled=False)) as api,
+        httpx.AsyncClient(base_url=worker.url, timeout=30) as of_worker,
+        httpx.AsyncClient(base_url=api.url, timeout=30) as of_api,
+    ):
+        yield of_worker, of_api
+
+
+async def test_a_streamed_answer_reaches_a_client_of_another_replica_token_by_token(
+    make_live: LiveFactory, fake: FakeOpenAI, engine: AsyncEngine
+) -> None:
+    fake.queue(Reply(text=ANSWER, chunk_delay=0.02))
+    async with two_replicas(make_live, fake) as (submitter, watcher):
+        task = await submit(submitter)
+        events = await stream(watcher, task["id"])
+        done = (await watcher.get(f"/v1/tasks/{task['id']}")).json()
+    assert done["state"] == "completed"
+    assert done["result"] == ANSWER
+    deltas = [e for e in events if e.event == "delta"]
+    # Coalesced: fewer pieces than the model's 40 chunks, yet several.
+    assert 3 <= len(deltas) < len(WORDS) * 0.75, len(deltas)
+    assert rebuild(events) == {(1, 1): {0: ANSWER}}
+    assert {d.json()["kind"] for d in deltas} == {"text"}
+    # Every delta comes before the complete message it belongs to.
+    message_at = next(
+        i
+        for i, e in enumerate(events)
+        if e.event == "message" and e.json()["data"]["position"] == 1
+    )
+    assert all(events.index(d) < message_at for d in deltas)
+    async with engine.connect() as conn:
+        types = (await conn.execute(text("SELECT DISTINCT type FROM task_events"))).scalars()
+        assert "delta" not in set(types)
+
+
+async def test_a_client_reconnecting_mid_message_gets_the_text_so_far_then_the_rest(
+    make_live: LiveFactory, fake: FakeOpenAI
+) -> None:
+    fake.queue(Reply(text=ANSWER, chunk_delay=0.03))
+    async with two_replicas(make_live, fake) as (first_replica, second_replica):
+        task = await submit(first_replica)
+        before = await stream(first_replica, task["id"], deltas_before_leaving=3)
+        last_id = [e.id for e in before if e.id is not None][-1]
+        await asyncio.sleep(0.2)  # more is written while nobody watches
+        after = await stream(second_replica, task["id"], last_event_id=last_id)
+    had = rebuild(before)[(1, 1)][0]
+    assert had
+    assert ANSWER.startswith(had)
+    # The reconnected stream: the events after Last-Event-ID, then the text so far
+    # (from offset 0, more than the first stream had), then the rest: the answer
+    # exactly, once.
+    first_delta = next(e.json() for e in after if e.event == "delta")
+    assert first_delta["offset"] == 0
+    assert first_delta["text"].startswith(had)
+    assert len(first_delta["text"]) > len(had)
+    assert rebuild(after) == {(1, 1): {0: ANSWER}}
+    assert all(int(e.id) > int(last_id) for e in after if e.id is not None)
+
+
+async def test_tool_call_arguments_stream_as_they_are_written(
+    make_live: LiveFactory, fake: FakeOpenAI
+) -> None:
+    arguments = {"percent": 50, "note": "reading the whole of the input, slowly"}
+    fake.queue(
+        Reply(tool_calls=[("call_1", "report_progress", arguments)], chunk_delay=0.03, piece=4),
+        Reply(text="done"),
+    )
+    async with (
+        make_live(**provider(fake, workers_enabled=True)) as w,
+        httpx.AsyncClient(base_url=w.url, timeout=30) as client,
+    ):
+        task = await submit(client)
+        events = await stream(client, task["id"])
+    deltas = [e.json() for e in events if e.event == "delta"]
+    assert {(d["kind"], d["tool"]) for d in deltas} == {("tool_call", "report_progress")}
+    assert rebuild(events)[(1, 1)] == {0: json.dumps(arguments)}
+    assert any(e.event == "progress" for e in events)
+
+
+async def test_an_instant_answer_sends_no_deltas_and_leaves_no_rows(
+    make_live: LiveFactory, fake: FakeOpenAI, engine: AsyncEngine
+) -> None:
+    fake.queue(Reply(text=ANSWER))  # all chunks at once: done within the first interval
+    async with (
+        make_live(**provider(fake, workers_enabled=True)) as w,
+        httpx.AsyncClient(base_url=w.url, timeout=30) as client,
+    ):
+        task = await submit(client)
+        events = await stream(client, task["id"])
+    assert [e for e in events if e.event == "delta"] == []
+    assert events[-1].json()["data"]["to"] == "completed"
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM task_live"))).scalar() == 0
+
+
+async def test_a_filtered_stream_has_deltas_only_when_asked_for(
+    make_live: LiveFactory, fake: FakeOpenAI
+) -> None:
+    fake.queue(Reply(text=ANSWER, chunk_delay=0.02), Reply(text=ANSWER, chunk_delay=0.02))
+    async with (
+        make_live(**provider(fake, workers_enabled=True)) as w,
+        httpx.AsyncClient(base_url=w.url, timeout=30) as client,
+    ):
+        plain = await submit(client)
+        asked = await submit(client)
+        without, with_deltas = await asyncio.gather(
+            stream_typed(client, plain["id"], "state_change"),
+            stream_typed(client, asked["id"], "state_change", "delta"),
+        )
+    assert {e.event for e in without} == {"snapshot", "state_change"}
+    assert {e.event for e in with_deltas} == {"snapshot", "state_change", "delta"}
+    assert rebuild(with_deltas)[(1, 1)] == {0: ANSWER}
+
+
+async def stream_typed(client: httpx.AsyncClient, task_id: str, *types: str) -> list[Event]:
+    query = "&".join(f"type={t}" for t in types)
+    events = []
+    async with client.stream(
+        "GET", f"/v1/tasks/{task_id}/events?{query}", headers=STREAM
+    ) as response:
+        assert response.status_code == 200
+        async for event in read_events(response):
+            events.append(event)
+    return events
+
+
+# -- the worker's side, on the real database --------------------------------------
+
+
+def _text_start(content: str) -> PartStartEvent:
+    return PartStartEvent(index=0, part=TextPart(content))
+
+
+def _text_delta(content: str) -> PartDeltaEvent:
+    return PartDeltaEvent(index=0, delta=TextPartDelta(content))
+
+
+async def test_deltas_are_flushed_at_most_once_an_interval_and_the_rest_at_the_end(
+    live_db: Database, store: Any
+) -> None:
+    task = await new_task(store)
+    live = LiveOutput(LiveStore(live_db), task_id=task.id, attempt=1, interval=0.05)
+    live.begin(1)
+    live.feed(_text_start("a"))
+    started = time.monotonic()
+    for _ in range(100):
+        await asyncio.sleep(0.005)
+        live.feed(_text_delta("a"))
+    elapsed = time.monotonic() - started
+    await live.end()
+    await live.close()
+    assert 2 <= live.flushes <= elapsed / 0.05 + 2, (live.flushes, elapsed)
+    async with live_db.connection() as conn:
+        written = await conn.fetchval("SELECT text FROM task_live WHERE task_id = $1", task.id)
+    assert written == "a" * 101
+
+
+async def test_a_response_done_within_its_first_interval_flushes_nothing(
+    live_db: Database, store: Any
+) -> None:
+    task = await new_task(store)
+    live = LiveOutput(LiveStore(live_db), task_id=task.id, attempt=1, interval=0.05)
+    live.begin(1)
+    live.feed(_text_start("all"))
+    live.feed(_text_delta(" at once"))
+    await live.end()
+    await asyncio.sleep(0.1)
+    await live.close()
+    assert live.flushes == 0
+    async with live_db.connection() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM task_live") == 0
+
+
+async def test_the_text_so_far_is_the_running_attempts_unpersisted_message_and_swept_after(
+    live_db: Database, store: Any, engine: AsyncEngine
+) -> None:
+    task = await new_task(store)
+    await force_state(engine, task.id, TaskState.RUNNING)
+    attempt = (await store.get(task.id, tenant="default")).attempt
+    live = LiveStore(live_db)
+
+    def delta(position: int, offset: int, text_: str, at: int = attempt) -> Delta:
+        return Delta(task.id, at, position, 0, "text", offset, text_)
+
+    await live.flush([delta(1, 0, "hello")])
+    await live.flush([delta(1, 5, " world")])
+    await live.flush([delta(1, 5, " world")])  # a retried flush changes nothing twice
+    assert [d.text for d in await live.so_far(task.id)] == ["hello world"]
+    await live.flush([delta(1, 0, "stale", at=attempt - 1)])  # an earlier attempt's
+    assert await live.so_far(task.id) == []
+    await live.flush([delta(3, 0, "next")])
+    assert [(d.position, d.offset, d.text) for d in await live.so_far(task.id)] == [(3, 0, "next")]
+    await force_state(engine, task.id, TaskState.COMPLETED)
+    assert await live.so_far(task.id) == []
+    await live.sweep()
+    async with live_db.connection() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM task_live") == 0
+
+
+async def test_a_stream_opened_mid_message_starts_with_the_text_so_far_while_the_model_is_silent(
+    make_live: LiveFactory, live_db: Database, store: Any, engine: AsyncEngine
+) -> None:
+    task = await new_task(store)
+    await force_state(engine, task.id, TaskState.RUNNING)  # attempt 1
+    live = LiveStore(live_db)
+    await live.flush([Delta(task.id, 1, 1, 0, "text", 0, "hello")])
+    deltas: list[dict[str, Any]] = []
+    async with (
+        make_live() as api,
+        httpx.AsyncClient(base_url=api.url, timeout=30) as client,
+        client.stream("GET", f"/v1/tasks/{task.id}/events", headers=STREAM) as response,
+    ):
+        async for event in read_events(response):
+            if event.event != "delta":
+                continue
+            deltas.append(event.json())
+            if len(deltas) == 1:  # nothing more was written: it came from task_live
+                await live.flush([Delta(task.id, 1, 1, 0, "text", 5, " world")])
+            else:
+                break
+    assert [(d["offset"], d["text"]) for d in deltas] == [(0, "hello"), (5, " world")]
