@@ -248,8 +248,20 @@ async def _submit(client: Any, args: argparse.Namespace) -> int:
         _print(task)
         return 0
     print(f"task {task['id']} submitted", file=sys.stderr)
-    async for event in client.stream(task["id"]):
+    writing = False  # the model's text is being printed as it comes
+    async for event in client.stream(task["id"], deltas=True):
         data = event["data"]
+        if event["type"] == "delta":
+            if data["kind"] == "text":
+                if not writing:
+                    sys.stderr.write("      ")
+                sys.stderr.write(data["text"])
+                sys.stderr.flush()
+                writing = True
+            continue
+        if writing:
+            sys.stderr.write("\n")
+            writing = False
         if event["type"] == "log":
             detail = f"{data['level']}: {data['message']}"
         else:

@@ -8,6 +8,9 @@ async with TaskClient("http://127.0.0.1:8000", api_key=KEY) as client:
     done = await client.wait(task["id"])
 ```
 
+`stream(..., deltas=True)` also yields the model's output as it is written, which
+`LiveText` rebuilds.
+
 Errors are raised as `TaskServiceError` carrying the problem document.
 """
 
@@ -33,6 +36,27 @@ class TaskServiceError(Exception):
         super().__init__(f"{status} {problem.get('title', '')}: {problem.get('detail', '')}")
         self.status = status
         self.problem = problem
+
+
+class LiveText:
+    """The text of the message a model is writing, rebuilt from `delta` events (of
+    kind `text`): `feed` each one; it answers the text the delta added."""
+
+    def __init__(self) -> None:
+        self.message: tuple[int, int] | None = None  # (attempt, position)
+        self.parts: dict[int, str] = {}
+
+    def feed(self, delta: dict[str, Any]) -> str:
+        message = (int(delta["attempt"]), int(delta["position"]))
+        if message != self.message:
+            self.message, self.parts = message, {}
+        part, offset, text = int(delta["part"]), int(delta["offset"]), str(delta["text"])
+        self.parts[part] = self.parts.get(part, "")[:offset] + text
+        return text
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts[part] for part in sorted(self.parts))
 
 
 class TaskClient:
@@ -119,9 +143,16 @@ class TaskClient:
         task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/input", json=body)
         return task
 
-    async def stream(self, task_id: str, *, after: int = 0) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, task_id: str, *, after: int = 0, deltas: bool = False
+    ) -> AsyncIterator[dict[str, Any]]:
         """Every event after `after`, then live ones, until the task ends. A dropped
-        connection is resumed from the last event received: none lost, none twice."""
+        connection is resumed from the last event received: none lost, none twice.
+
+        With `deltas`, the model's output as it is written comes too, as
+        `{"type": "delta", "data": {position, part, kind, offset, text, …}}`; append
+        each `text` to its part (`LiveText` does). After a reconnect the message in
+        progress comes again from offset 0 (`LiveText` starts it over)."""
         last = after
         for _ in range(MAX_RECONNECTS):
             ended_before = False  # a resumed stream with a finished snapshot and nothing else
@@ -129,6 +160,10 @@ class TaskClient:
                 async for kind, event_id, data in self._events(task_id, last):
                     if kind == "snapshot":
                         ended_before = json.loads(data)["state"] in TERMINAL
+                        continue
+                    if kind == "delta":
+                        if deltas:
+                            yield {"type": "delta", "data": json.loads(data)}
                         continue
                     ended_before = False
                     event = json.loads(data)

@@ -14,7 +14,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from taskservice.client import TaskClient, TaskServiceError
+from taskservice.client import LiveText, TaskClient, TaskServiceError
 from tests.conftest import LiveFactory
 
 
@@ -107,6 +107,23 @@ async def test_the_stream_resumes_by_itself_after_dropped_connections(
     assert total == "completed"
 
 
+async def test_the_stream_with_deltas_rebuilds_the_answer_as_it_is_written(
+    make_live: LiveFactory,
+) -> None:
+    async with make_live(workers_enabled=True) as live, TaskClient(live.url) as client:
+        task = await client.submit("write slowly", model="offline:1")
+        text = LiveText()
+        events = [event async for event in client.stream(task["id"], deltas=True)]
+        for event in events:
+            if event["type"] == "delta":
+                text.feed(event["data"])
+        done = await client.get(task["id"])
+    assert sum(event["type"] == "delta" for event in events) >= 3
+    assert text.text == done["result"]
+    seqs = [event["seq"] for event in events if event["type"] != "delta"]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
 async def run_cli(url: str, *args: str) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TASKSERVICE_")}
     process = await asyncio.create_subprocess_exec(
@@ -146,6 +163,19 @@ async def test_submit_follow_prints_events_and_exits_with_the_final_state(
         code, _, err = await run_cli(live.url, "tasks", "cancel", task["id"])
         assert code == 1
         assert "409" in err
+
+
+async def test_submit_follow_prints_the_answer_as_the_model_writes_it(
+    make_live: LiveFactory,
+) -> None:
+    async with make_live(workers_enabled=True) as live:
+        code, out, err = await run_cli(
+            live.url, "submit", "write slowly", "--model", "offline:1", "--follow"
+        )
+    assert code == 0, err
+    written = [line.strip() for line in err.splitlines() if line.startswith("      ")]
+    assert written == [out.strip()]  # the answer, printed piece by piece on one line
+    assert out.startswith("[offline model]")
 
 
 async def test_an_unreachable_service_has_its_own_exit_code() -> None:
