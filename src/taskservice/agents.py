@@ -35,6 +35,14 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from taskservice.agent_mcp import McpServer, McpServerError, parse_servers, toolset
+from taskservice.demo import (
+    DEMO_DESCRIPTION,
+    DEMO_MODEL,
+    DEMO_PROFILE,
+    DEMO_PROMPT,
+    DEMO_TOOLS,
+    demo_model,
+)
 from taskservice.errors import InvalidRequest
 from taskservice.models import AgentSpec
 from taskservice.settings import OFFLINE_MODEL, Settings
@@ -213,8 +221,9 @@ _PROFILE_KEYS = {
 
 
 def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, AgentProfile]:
-    """The `default` profile from settings, then any from `TASKSERVICE_AGENTS_FILE`
-    (TOML or JSON: a table per profile under `agents`)."""
+    """The `default` profile from settings and the built-in `demo` (`demo.py`), then
+    any from `TASKSERVICE_AGENTS_FILE` (TOML or JSON: a table per profile under
+    `agents`; one named like a built-in replaces it)."""
     default = AgentProfile(
         name=DEFAULT_PROFILE,
         system_prompt=settings.default_system_prompt,
@@ -222,7 +231,15 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
         tools=tuple(settings.default_tools),
         request_limit=settings.default_request_limit,
     )
-    profiles = {DEFAULT_PROFILE: default}
+    demo = AgentProfile(
+        name=DEMO_PROFILE,
+        system_prompt=DEMO_PROMPT,
+        model=DEMO_MODEL,
+        tools=DEMO_TOOLS,
+        request_limit=30,
+        description=DEMO_DESCRIPTION,
+    )
+    profiles = {DEFAULT_PROFILE: default, DEMO_PROFILE: demo}
     if settings.agents_file is None:
         _check_tools(default, known_tools)
         return profiles
@@ -345,6 +362,8 @@ class AgentCatalog:
     def model_for(self, name: str) -> Model | str:
         if name in self.models:
             return self.models[name]
+        if name == DEMO_MODEL:
+            return demo_model()
         delay = _offline_delay(name)
         if delay is not None:
             return offline_model(delay)

@@ -81,7 +81,7 @@ async def test_fastmcp_lists_the_profiles_and_calls_one(served: LiveServer) -> N
     async with fastmcp.Client(f"{served.url}/mcp") as client:
         assert client.protocol_version == "2026-07-28"
         tools = {t.name: t for t in await client.list_tools()}
-        assert sorted(tools) == ["analyst", "default", "researcher", "sleeper"]
+        assert sorted(tools) == ["analyst", "default", "demo", "researcher", "sleeper"]
         assert tools["researcher"].description == "Looks things up"
         assert tools["researcher"].input_schema["required"] == ["input"]
         assert tools["analyst"].output_schema == {"type": "object"}

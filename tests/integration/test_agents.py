@@ -90,8 +90,8 @@ async def test_profiles_are_listed_and_used(
 ) -> None:
     async with make_client(agents_file=profiles_file, tools={"count": count}) as client:
         agents = (await client.get("/v1/agents")).json()["agents"]
-        assert [a["name"] for a in agents] == ["default", "researcher"]
-        researcher = agents[1]
+        assert [a["name"] for a in agents] == ["default", "demo", "researcher"]
+        researcher = agents[2]
         assert researcher["tools"] == ["report_progress", "count"]
         assert (researcher["request_limit"], researcher["description"]) == (3, "Looks things up")
         task = (await client.post("/v1/tasks", json={"input": "x", "agent": "researcher"})).json()
