@@ -219,6 +219,7 @@ class TaskFilter:
     context_id: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    agent: str | None = None  # the agent profile's name
 
 
 @dataclass(frozen=True, slots=True)

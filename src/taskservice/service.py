@@ -21,6 +21,7 @@ from taskservice.agents import AgentCatalog
 from taskservice.content import canonical, check_new_task, field_json
 from taskservice.db.eventlog import EventLog
 from taskservice.db.followups import FollowupStore
+from taskservice.db.overview import OverviewStore
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
@@ -307,6 +308,11 @@ class TaskService:
                     await self.ledger.subtask_ended(parent, cancelled.id, cancelled.state, reason)
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
+
+    async def overview(self, *, tenant: str, minutes: int) -> dict[str, Any]:
+        """The tenant's tasks at a glance (`db.overview`): live states, what finished
+        per minute, the workers holding its tasks, the webhook outbox."""
+        return await OverviewStore(self.store.db).read(tenant, minutes=minutes)
 
     async def firehose_page(
         self, *, tenant: str, after: int, upto: int, filter: EventFilter

@@ -77,6 +77,40 @@ async def test_list_is_newest_first_and_filters_by_state_context_and_parent(
     assert len(either["tasks"]) == 3
 
 
+async def test_list_filters_by_agent_profile_with_a_count(client: httpx.AsyncClient) -> None:
+    plain = await submit(client)
+    demo = await submit(client, agent="demo")
+    listed = (await client.get("/v1/tasks", params={"agent": "demo", "count": "exact"})).json()
+    assert [t["id"] for t in listed["tasks"]] == [demo["id"]]
+    assert listed["total"] == 1
+    either = await client.get("/v1/tasks", params={"agent": "default", "state": "pending"})
+    assert [t["id"] for t in either.json()["tasks"]] == [plain["id"]]
+    nobody = (await client.get("/v1/tasks", params={"agent": "nobody"})).json()
+    assert nobody["tasks"] == []
+
+
+async def test_the_overview_counts_live_states_and_what_finished(
+    client: httpx.AsyncClient,
+) -> None:
+    pending = await submit(client)
+    cancelled = await submit(client)
+    await client.post(f"/v1/tasks/{cancelled['id']}/cancel")
+    overview = (await client.get("/v1/overview", params={"minutes": 5})).json()
+    assert overview["live"] == {"pending": 1, "running": 0, "input_required": 0}
+    assert overview["oldest_pending_at"] == pending["created_at"]
+    [minute] = overview["finished"]
+    assert (minute["state"], minute["tasks"]) == ("cancelled", 1)
+    assert 0 <= minute["p50_seconds"] <= minute["p95_seconds"] < 60
+    assert overview["workers"] == []
+    assert overview["webhooks"] == {
+        "pending": 0,
+        "failing": 0,
+        "oldest_due_at": None,
+        "given_up": 0,
+    }
+    assert (await client.get("/v1/overview", params={"minutes": 0})).status_code == 422
+
+
 async def test_list_filters_by_creation_time(client: httpx.AsyncClient) -> None:
     first = await submit(client)
     await asyncio.sleep(0.05)

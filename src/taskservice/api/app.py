@@ -25,6 +25,7 @@ from taskservice.api.routes import (
     health,
     mcp,
     messages,
+    overview,
     tasks,
     tokens,
     webhooks,
@@ -119,6 +120,7 @@ def create_app(
     errors.install(app)
     app.include_router(tasks.router)
     app.include_router(agents.router)
+    app.include_router(overview.router)
     app.include_router(messages.router)
     app.include_router(tokens.router)
     app.include_router(firehose.router)

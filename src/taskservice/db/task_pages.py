@@ -25,6 +25,7 @@ _FILTER_BINDS: dict[str, Any] = {
     "tenant": Text(),
     "parent_id": _UUID,
     "context_id": Text(),
+    "agent": Text(),
     "created_after": TIMESTAMP(timezone=True),
     "created_before": TIMESTAMP(timezone=True),
     "before_id": _UUID,
@@ -36,13 +37,19 @@ _FILTER_BINDS: dict[str, Any] = {
 }
 
 
-def _filters(parent: bool, context: bool, after: bool, before: bool) -> list[str]:
-    """A tenant's tasks, filtered (the conditions a page and its count share)."""
+def _filters(
+    parent: bool, context: bool, after: bool, before: bool, agent: bool = False
+) -> list[str]:
+    """A tenant's tasks, filtered (the conditions a page and its count share). The
+    agent profile is matched on the rows the other conditions' scan reads (no index:
+    a dashboard's filter, not a hot path)."""
     conditions = ["tenant = :tenant"]
     if parent:
         conditions.append("parent_id = :parent_id")
     if context:
         conditions.append("context_id = :context_id")
+    if agent:
+        conditions.append("agent ->> 'profile' = :agent")
     if after:
         conditions.append("created_at >= :created_after")
     if before:
@@ -60,10 +67,16 @@ def _binds(sql: str) -> tuple[tuple[str, Any], ...]:
 
 @lru_cache(maxsize=256)
 def list_statement(
-    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool, cursor: bool
+    states: tuple[str, ...],
+    parent: bool,
+    context: bool,
+    after: bool,
+    before: bool,
+    agent: bool,
+    cursor: bool,
 ) -> Statement:
     """Newest first, `:limit` of them, older than `:before_id` with a cursor."""
-    conditions = _filters(parent, context, after, before)
+    conditions = _filters(parent, context, after, before, agent)
     if cursor:
         conditions.append("id < :before_id")
     where = " AND ".join(conditions)
@@ -80,22 +93,23 @@ def list_statement(
 
 
 def count_query(
-    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool
+    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool, agent: bool
 ) -> tuple[str, tuple[tuple[str, Any], ...]]:
-    conditions = _filters(parent, context, after, before)
+    conditions = _filters(parent, context, after, before, agent)
     if states:
         conditions.append(f"state IN ({', '.join(_state_literal(s) for s in states)})")
     from_where = f"FROM tasks WHERE {' AND '.join(conditions)}"
     return from_where, _binds(from_where)
 
 
-def shape(filter: TaskFilter) -> tuple[tuple[str, ...], bool, bool, bool, bool]:
+def shape(filter: TaskFilter) -> tuple[tuple[str, ...], bool, bool, bool, bool, bool]:
     return (
         tuple(sorted(s.value for s in filter.states)),
         filter.parent_id is not None,
         filter.context_id is not None,
         filter.created_after is not None,
         filter.created_before is not None,
+        filter.agent is not None,
     )
 
 
@@ -104,6 +118,7 @@ def filter_params(tenant: str, filter: TaskFilter) -> dict[str, Any]:
         "tenant": tenant,
         "parent_id": filter.parent_id,
         "context_id": filter.context_id,
+        "agent": filter.agent,
         "created_after": filter.created_after,
         "created_before": filter.created_before,
     }

@@ -133,6 +133,9 @@ async def list_tasks(
     state: Annotated[list[TaskState], Query(description="Repeat to match any of several.")] = [],  # noqa: B006
     parent_id: uuid.UUID | None = None,
     context_id: str | None = None,
+    agent: Annotated[
+        str | None, Query(max_length=200, description="Only tasks of this agent profile.")
+    ] = None,
     created_after: Timestamp | None = None,
     created_before: Timestamp | None = None,
     cursor: str | None = None,
@@ -147,6 +150,7 @@ async def list_tasks(
             context_id=context_id,
             created_after=created_after,
             created_before=created_before,
+            agent=agent,
         ),
         cursor=cursor,
         limit=limit,
