@@ -239,7 +239,9 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
         request_limit=30,
         description=DEMO_DESCRIPTION,
     )
-    profiles = {DEFAULT_PROFILE: default, DEMO_PROFILE: demo}
+    profiles = {DEFAULT_PROFILE: default}
+    if settings.demo_agent:
+        profiles[DEMO_PROFILE] = demo
     if settings.agents_file is None:
         _check_tools(default, known_tools)
         return profiles

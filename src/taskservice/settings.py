@@ -78,6 +78,7 @@ class Settings(BaseSettings):
     )
     default_request_limit: int = 20  # model requests per run; beyond: "maximum iterations"
     agents_file: Path | None = None  # TOML or JSON agent profiles
+    demo_agent: bool = True  # the built-in offline `demo` profile (demo.py)
     # Modules whose TOOLS and MODELS dicts add named tools and models.
     plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     openai_base_url: str | None = None  # an OpenAI-compatible server for openai: models

@@ -54,12 +54,15 @@ async def test_the_agent_card_keeps_the_fields_a_0_3_client_reads(
 ) -> None:
     async with make_client() as client:
         card = (await client.get("/.well-known/agent-card.json")).json()
+    async with make_client(demo_agent=False) as client:
+        without_demo = (await client.get("/.well-known/agent-card.json")).json()
+    assert [skill["id"] for skill in without_demo["skills"]] == ["default"]
     assert card["protocolVersion"] == "0.3.0"
     assert card["url"] == "http://testserver/a2a"
     assert card["preferredTransport"] == "JSONRPC"
     assert card["capabilities"]["streaming"] is True
     assert card["capabilities"]["pushNotifications"] is True
-    assert [skill["id"] for skill in card["skills"]] == ["default"]
+    assert [skill["id"] for skill in card["skills"]] == ["default", "demo"]
     assert card["security"] == [{"bearer": []}]
     assert card["securitySchemes"]["bearer"]["type"] == "http"
     assert card["securitySchemes"]["bearer"]["scheme"] == "bearer"

@@ -28,6 +28,7 @@ from taskservice.api.routes import (
     overview,
     tasks,
     tokens,
+    ui,
     webhooks,
 )
 from taskservice.api.schemas import DeltaOut
@@ -126,6 +127,7 @@ def create_app(
     app.include_router(firehose.router)
     app.include_router(webhooks.router)
     app.include_router(health.router)
+    app.include_router(ui.router)
     app.include_router(a2a.router)
     app.include_router(a2a_rest.router)
     app.router.routes.append(mcp.ROUTE)

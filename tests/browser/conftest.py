@@ -1,0 +1,89 @@
+"""A real browser for the dashboard: Debian's Chromium driven by Playwright.
+
+Browser downloads are not possible here, so Playwright launches the system's
+`/usr/bin/chromium` (`TASKSERVICE_CHROMIUM` to name another). Without one the tests
+are skipped, unless `TASKSERVICE_REQUIRE_BROWSER=1` (set by `.ci/run`, which installs
+Chromium) makes that a failure. Every page collects its console errors and uncaught
+exceptions; a test passes only if there were none. Screenshots go to
+`tests/browser/screenshots/`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Browser, Page, async_playwright
+
+from tests.conftest import LiveFactory, LiveServer
+
+CHROMIUM = os.environ.get("TASKSERVICE_CHROMIUM", "/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).parent / "screenshots"
+# As the machine's own probe starts it: no sandbox as root, and nothing that reaches
+# for the network this machine does not have.
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    if not shutil.which(CHROMIUM):
+        if os.environ.get("TASKSERVICE_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"no browser at {CHROMIUM}: apt-get install chromium")
+        pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium)")
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        await launched.close()
+
+
+class Console:
+    """What a page said that is wrong: console errors and uncaught exceptions."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+
+@pytest.fixture
+async def console() -> Console:
+    return Console()
+
+
+@pytest.fixture
+async def page(browser: Browser, console: Console) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = await context.new_page()
+    opened.on("console", lambda m: console.errors.append(m.text) if m.type == "error" else None)
+    opened.on("pageerror", lambda exc: console.errors.append(f"uncaught: {exc}"))
+    yield opened
+    await context.close()
+
+
+@asynccontextmanager
+async def serving(
+    make_live: LiveFactory, page: Page, *, workers: bool = True, **settings: Any
+) -> AsyncIterator[LiveServer]:
+    """A live server (with workers, unless told) for `page`; the page lets go of its
+    event streams before the server stops (a server waits for open connections)."""
+    async with make_live(workers_enabled=workers, **settings) as live:
+        try:
+            yield live
+        finally:
+            await page.goto("about:blank")
+
+
+async def screenshot(page: Page, name: str, *, full_page: bool = True) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    await page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=full_page)

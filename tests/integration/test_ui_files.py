@@ -1,0 +1,31 @@
+"""The dashboard's files are served by the service itself, with a strict policy."""
+
+from __future__ import annotations
+
+import httpx
+
+
+async def test_the_dashboard_is_served_from_the_package_under_a_strict_policy(
+    client: httpx.AsyncClient,
+) -> None:
+    moved = await client.get("/ui")
+    assert (moved.status_code, moved.headers["location"]) == (308, "ui/")
+    page = await client.get("/ui/")
+    assert page.status_code == 200
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy
+    assert "'unsafe-inline'" not in policy
+    assert '<script type="module" src="static/app.js">' in page.text
+    script = await client.get("/ui/static/app.js")
+    assert script.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert "EventSource" in script.text
+    style = await client.get("/ui/static/style.css")
+    assert style.headers["content-type"] == "text/css; charset=utf-8"
+    for missing in ("/ui/static/index.html", "/ui/static/../settings.py", "/ui/static/nope.js"):
+        assert (await client.get(missing)).status_code == 404
+
+
+async def test_the_dashboard_is_not_in_the_api_document(client: httpx.AsyncClient) -> None:
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    assert not [path for path in paths if path.startswith("/ui")]
