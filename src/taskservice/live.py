@@ -1,8 +1,9 @@
 """Live output on the reading side: the deltas of the tasks this process's streams
 follow, each stream's view of the message in progress.
 
-Every process LISTENs on `taskservice_deltas` (through the event hub); a notice
-about a task nobody here follows costs reading its task id. A stream following a task
+Every process LISTENs on `taskservice_deltas` (through the event hub); a process
+with no stream open reads no notice, and one with streams reads each flush's notice
+once, whatever the number of tasks in it. A stream following a task
 holds a `LiveView`: the deltas received and not yet sent (merged while the reader is
 slow, so at most one piece per part), and what it has sent of the message in
 progress, so that it sends each character once, in order:
@@ -25,7 +26,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 
-from taskservice.db.live import DELTAS_CHANNEL, LiveStore, parse, task_of
+from taskservice.db.live import DELTAS_CHANNEL, LiveStore, parse
 from taskservice.events import EventHub, Flag
 from taskservice.models import Delta
 
@@ -108,12 +109,11 @@ class LiveFeed:
         hub.on_reconnect(self._resync_all)
 
     def _on_payload(self, payload: str) -> None:
-        views = self._views.get(task_of(payload))
-        if not views:
-            return
-        deltas = parse(payload)
-        for view in views:
-            view.add(deltas)
+        if not self._views:
+            return  # no stream here follows a task (a worker-only process)
+        for delta in parse(payload):
+            for view in self._views.get(delta.task_id, ()):
+                view.add([delta])
 
     def _resync_all(self) -> None:
         """Notices may have been lost while the hub was away."""

@@ -40,6 +40,7 @@ from taskservice.tools import ToolFunction
 from taskservice.webhooks.dispatcher import Dispatcher, PushFormats
 from taskservice.webhooks.subscriptions import WebhookService
 from taskservice.worker.executor import Executor
+from taskservice.worker.live_output import LiveWriter
 from taskservice.worker.pool import WorkerPool
 from taskservice.worker.reaper import Reaper
 
@@ -162,14 +163,16 @@ class Runtime:
             )
             pool: WorkerPool | None = None
             if workers:
+                writer = None
+                if settings.delta_interval_ms > 0:
+                    writer = LiveWriter(live, interval=settings.delta_interval_ms / 1000)
+                    stack.push_async_callback(writer.stop)  # after the pool stopped
                 catalog.announce()
                 pool = WorkerPool(
                     service=service,
                     leases=LeaseStore(db),
                     ledger=ledger,
-                    executor=Executor(
-                        catalog, live=live, delta_interval=settings.delta_interval_ms / 1000
-                    ),
+                    executor=Executor(catalog, live=writer),
                     hub=hub,
                     settings=settings,
                     database_url=url,

@@ -22,7 +22,7 @@ from taskservice.db.live import LiveStore
 from taskservice.db.sql import Database
 from taskservice.models import Delta
 from taskservice.states import TaskState
-from taskservice.worker.live_output import LiveOutput
+from taskservice.worker.live_output import LiveWriter
 from tests.conftest import LiveFactory
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.helpers import force_state, new_task
@@ -241,38 +241,46 @@ def _text_delta(content: str) -> PartDeltaEvent:
     return PartDeltaEvent(index=0, delta=TextPartDelta(content))
 
 
-async def test_deltas_are_flushed_at_most_once_an_interval_and_the_rest_at_the_end(
+async def test_one_flush_an_interval_writes_every_streaming_run_and_the_rest_at_the_end(
     live_db: Database, store: Any
 ) -> None:
-    task = await new_task(store)
-    live = LiveOutput(LiveStore(live_db), task_id=task.id, attempt=1, interval=0.05)
-    live.begin(1)
-    live.feed(_text_start("a"))
+    tasks = [await new_task(store) for _ in range(3)]
+    writer = LiveWriter(LiveStore(live_db), interval=0.05)
+    outputs = [writer.output(task_id=task.id, attempt=1) for task in tasks]
+    for output in outputs:
+        output.begin(1)
+        output.feed(_text_start("a"))
     started = time.monotonic()
     for _ in range(100):
         await asyncio.sleep(0.005)
-        live.feed(_text_delta("a"))
+        for output in outputs:
+            output.feed(_text_delta("a"))
     elapsed = time.monotonic() - started
-    await live.end()
-    await live.close()
-    assert 2 <= live.flushes <= elapsed / 0.05 + 2, (live.flushes, elapsed)
+    for output in outputs:
+        await output.end()
+        output.close()
+    await writer.stop()
+    # Three runs streaming together: still at most one statement an interval.
+    assert 2 <= writer.flushes <= elapsed / 0.05 + 2, (writer.flushes, elapsed)
     async with live_db.connection() as conn:
-        written = await conn.fetchval("SELECT text FROM task_live WHERE task_id = $1", task.id)
-    assert written == "a" * 101
+        written = await conn.fetch("SELECT text FROM task_live ORDER BY task_id")
+    assert [row["text"] for row in written] == ["a" * 101] * 3
 
 
 async def test_a_response_done_within_its_first_interval_flushes_nothing(
     live_db: Database, store: Any
 ) -> None:
     task = await new_task(store)
-    live = LiveOutput(LiveStore(live_db), task_id=task.id, attempt=1, interval=0.05)
+    writer = LiveWriter(LiveStore(live_db), interval=0.05)
+    live = writer.output(task_id=task.id, attempt=1)
     live.begin(1)
     live.feed(_text_start("all"))
     live.feed(_text_delta(" at once"))
     await live.end()
     await asyncio.sleep(0.1)
-    await live.close()
-    assert live.flushes == 0
+    live.close()
+    await writer.stop()
+    assert writer.flushes == 0
     async with live_db.connection() as conn:
         assert await conn.fetchval("SELECT count(*) FROM task_live") == 0
 
@@ -288,13 +296,12 @@ async def test_the_text_so_far_is_the_running_attempts_unpersisted_message_and_s
     def delta(position: int, offset: int, text_: str, at: int = attempt) -> Delta:
         return Delta(task.id, at, position, 0, "text", offset, text_)
 
-    await live.flush([delta(1, 0, "hello")])
-    await live.flush([delta(1, 5, " world")])
-    await live.flush([delta(1, 5, " world")])  # a retried flush changes nothing twice
+    await live.flush([[delta(1, 0, "hello")]])
+    await live.flush([[delta(1, 5, " world")]])
     assert [d.text for d in await live.so_far(task.id)] == ["hello world"]
-    await live.flush([delta(1, 0, "stale", at=attempt - 1)])  # an earlier attempt's
+    await live.flush([[delta(1, 0, "stale", at=attempt - 1)]])  # an earlier attempt's
     assert await live.so_far(task.id) == []
-    await live.flush([delta(3, 0, "next")])
+    await live.flush([[delta(3, 0, "next")]])
     assert [(d.position, d.offset, d.text) for d in await live.so_far(task.id)] == [(3, 0, "next")]
     await force_state(engine, task.id, TaskState.COMPLETED)
     assert await live.so_far(task.id) == []
@@ -309,7 +316,7 @@ async def test_a_stream_opened_mid_message_starts_with_the_text_so_far_while_the
     task = await new_task(store)
     await force_state(engine, task.id, TaskState.RUNNING)  # attempt 1
     live = LiveStore(live_db)
-    await live.flush([Delta(task.id, 1, 1, 0, "text", 0, "hello")])
+    await live.flush([[Delta(task.id, 1, 1, 0, "text", 0, "hello")]])
     deltas: list[dict[str, Any]] = []
     async with (
         make_live() as api,
@@ -321,7 +328,7 @@ async def test_a_stream_opened_mid_message_starts_with_the_text_so_far_while_the
                 continue
             deltas.append(event.json())
             if len(deltas) == 1:  # nothing more was written: it came from task_live
-                await live.flush([Delta(task.id, 1, 1, 0, "text", 5, " world")])
+                await live.flush([[Delta(task.id, 1, 1, 0, "text", 5, " world")]])
             else:
                 break
     assert [(d["offset"], d["text"]) for d in deltas] == [(0, "hello"), (5, " world")]

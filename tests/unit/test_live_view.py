@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from taskservice.db.live import parse, payloads, task_of
+from taskservice.db.live import notices, parse
 from taskservice.events import Flag
 from taskservice.live import LiveView
 from taskservice.models import Delta
@@ -77,15 +77,18 @@ def test_adding_wakes_the_stream_without_marking_its_task_dirty() -> None:
     assert not flag.is_set()
 
 
-def test_a_large_flush_is_cut_into_notices_under_the_limit_and_parses_back() -> None:
+def test_a_flush_of_many_runs_is_cut_into_notices_under_the_limit_and_parses_back() -> None:
     text = 'é€😀 json "quotes" \\ and more ' * 1500  # about 45,000 characters
-    notices = payloads([d(0, text), d(0, "small", part=1)])
-    assert len(notices) > 1
-    assert all(len(n.encode()) < 8000 for n in notices)
-    assert {task_of(n) for n in notices} == {TASK}
-    pieces = [x for n in notices for x in parse(n)]
-    rebuilt: dict[int, str] = {}
+    other = uuid.uuid4()
+    deltas = [d(0, text), d(0, "small", part=1), Delta(other, 2, 5, 0, "text", 3, "abc")]
+    sent = notices(deltas)
+    assert len(sent) > 1
+    assert all(len(n.encode()) < 8000 for n in sent)
+    pieces = [x for n in sent for x in parse(n)]
+    rebuilt: dict[tuple[uuid.UUID, int], str] = {}
     for piece in pieces:
-        assert piece.offset == len(rebuilt.get(piece.part, ""))
-        rebuilt[piece.part] = rebuilt.get(piece.part, "") + piece.text
-    assert rebuilt == {0: text, 1: "small"}
+        key = (piece.task_id, piece.part)
+        assert piece.offset == len(rebuilt.get(key, "")) + (3 if piece.task_id == other else 0)
+        rebuilt[key] = rebuilt.get(key, "") + piece.text
+    assert rebuilt == {(TASK, 0): text, (TASK, 1): "small", (other, 0): "abc"}
+    assert {(p.attempt, p.position) for p in pieces if p.task_id == other} == {(2, 5)}

@@ -2,22 +2,22 @@
 channel and as the text so far in `task_live`.
 
 ```
-worker (LiveOutput) ─ flush, ≤ 1 per interval ─▶ one statement: task_live += text,
+worker (LiveWriter) ─ flush, ≤ 1 per interval ─▶ one statement: task_live += text,
                                                   NOTIFY taskservice_deltas (the deltas)
 every process's event hub ◀── LISTEN ─────────────┘
    └▶ live.LiveFeed ─▶ the streams following that task
 a stream opened mid-message ─▶ so_far(): task_live's text of the message in progress
 ```
 
-A flush is one autocommit statement: the rows and the notice commit together, so a
-reader that reads `task_live` after subscribing misses nothing (what it read is up to
-a flush; later flushes reach it as notices, with offsets to drop what it has). A
-flush sets each part's text to its first `offset` characters plus the delta, so a
-flush retried after an ambiguous failure changes nothing twice.
+A flush is one autocommit statement for every run of a process that has something
+to send: the rows and the notices commit together, so a reader that reads
+`task_live` after subscribing misses nothing (what it read is up to a flush; later
+flushes reach it as notices, with offsets to drop what it has).
 
-The payload of a notice is `<task id>,<json>`: `{"a": attempt, "p": position,
-"d": [[part, kind, tool, offset, text], …]}`, cut into several notices (in order, in
-one transaction) when it would pass PostgreSQL's 8000 bytes.
+The payload of a notice is a JSON array of the flush's deltas, each `[task, attempt,
+position, part, kind, tool, offset, text]`: a flush of a hundred runs is a notice or
+two, not a hundred, cut into several (in order, in one transaction) where it would
+pass PostgreSQL's 8000 bytes.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
-from sqlalchemy.types import Integer, Text
+from sqlalchemy.types import Text
 
 from taskservice.db.sql import Database, text_statement
 from taskservice.models import Delta
@@ -37,20 +36,19 @@ from taskservice.models import Delta
 DELTAS_CHANNEL = "taskservice_deltas"
 _MAX_PAYLOAD = 7000  # bytes; PostgreSQL refuses a payload of 8000 or more
 
+# One flush writes the pieces of every run of a process that has some (one per task
+# and part), and their notices, in one autocommit statement.
 _FLUSH = text_statement(
     """
-WITH d AS (
-    SELECT * FROM jsonb_to_recordset(:p_parts)
-        AS d(part int, kind text, tool text, "offset" int, text text)
-),
-up AS (
+WITH up AS (
     INSERT INTO task_live AS l (task_id, part, attempt, position, kind, tool, text)
-    SELECT :p_task, d.part, :p_attempt, :p_position, d.kind, d.tool, d.text FROM d
+    SELECT d.task, d.part, d.attempt, d.position, d.kind, d.tool, d.text
+    FROM jsonb_to_recordset(:p_parts) AS d(
+        task uuid, attempt int, position int, part int, kind text, tool text, text text)
     ON CONFLICT (task_id, part) DO UPDATE SET
         text = CASE
             WHEN l.attempt = excluded.attempt AND l.position = excluded.position
-            THEN left(l.text, (SELECT d."offset" FROM d WHERE d.part = excluded.part))
-                 || excluded.text
+            THEN l.text || excluded.text
             ELSE excluded.text END,
         tool = CASE
             WHEN l.attempt = excluded.attempt AND l.position = excluded.position
@@ -59,13 +57,13 @@ up AS (
         kind = excluded.kind,
         attempt = excluded.attempt,
         position = excluded.position
-)
-SELECT pg_notify('taskservice_deltas', n.payload) FROM unnest(:p_payloads) AS n(payload)
+),
+-- Ephemeral: a flush's commit need not wait for the WAL to reach the disk.
+quick AS (SELECT set_config('synchronous_commit', 'off', true) AS on_commit)
+SELECT pg_notify('taskservice_deltas', n.payload)
+FROM unnest(:p_payloads) AS n(payload), quick
 """,
     p_parts=JSONB,
-    p_task=UUID(as_uuid=True),
-    p_attempt=Integer,
-    p_position=Integer,
     p_payloads=ARRAY(Text),
 )
 
@@ -84,8 +82,6 @@ ORDER BY l.position DESC, l.part
     p_task=UUID(as_uuid=True),
 )
 
-_CLEAR = text_statement("DELETE FROM task_live WHERE task_id = :p_task", p_task=UUID(as_uuid=True))
-
 # Rows no stream can want: of tasks no longer running, or of an attempt before the
 # task's current one (a worker died mid-message).
 _SWEEP = text_statement(
@@ -97,98 +93,97 @@ DELETE FROM task_live l WHERE NOT EXISTS (
 )
 
 
-def payloads(deltas: Sequence[Delta]) -> list[str]:
-    """The notices of one flush (deltas of one task, attempt and position), each under
-    PostgreSQL's payload limit."""
-    first = deltas[0]
-    head = f"{first.task_id},"
+def notices(deltas: Sequence[Delta]) -> list[str]:
+    """The notices of one flush (the deltas of every run in it), each under
+    PostgreSQL's payload limit: a JSON array of `[task, attempt, position, part, kind,
+    tool, offset, text]`, a delta too long for one notice cut into consecutive ones."""
     out: list[str] = []
-    batch: list[list[Any]] = []
-
-    def encode(items: list[list[Any]]) -> str:
-        body = {"a": first.attempt, "p": first.position, "d": items}
-        return head + json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-
-    for item in _pieces(deltas, lambda d: len(encode([_item(d)]).encode())):
-        if batch and len(encode([*batch, item]).encode()) > _MAX_PAYLOAD:
-            out.append(encode(batch))
-            batch = []
+    batch: list[str] = []
+    size = 2  # the brackets
+    for item in _items(deltas):
+        grown = size + len(item.encode()) + 1
+        if batch and grown > _MAX_PAYLOAD:
+            out.append("[" + ",".join(batch) + "]")
+            batch, grown = [], 2 + len(item.encode())
         batch.append(item)
+        size = grown
     if batch:
-        out.append(encode(batch))
+        out.append("[" + ",".join(batch) + "]")
     return out
 
 
-def _item(delta: Delta) -> list[Any]:
-    return [delta.part, delta.kind, delta.tool, delta.offset, delta.text]
-
-
-def _pieces(deltas: Sequence[Delta], size: Any) -> list[list[Any]]:
-    """Each delta as one item, or split into consecutive items that fit a notice."""
-    items: list[list[Any]] = []
-    for delta in deltas:
-        todo = [delta]
-        while todo:
-            piece = todo.pop(0)
-            if size(piece) <= _MAX_PAYLOAD or len(piece.text) <= 1:
-                items.append(_item(piece))
-                continue
-            half = len(piece.text) // 2
-            todo[:0] = [
-                replace(piece, text=piece.text[:half]),
-                replace(piece, offset=piece.offset + half, text=piece.text[half:]),
-            ]
+def _items(deltas: Sequence[Delta]) -> list[str]:
+    """Each delta encoded, or split into consecutive pieces that each fit a notice."""
+    items: list[str] = []
+    todo = list(deltas)
+    while todo:
+        delta = todo.pop(0)
+        item = json.dumps(
+            [
+                str(delta.task_id),
+                delta.attempt,
+                delta.position,
+                delta.part,
+                delta.kind,
+                delta.tool,
+                delta.offset,
+                delta.text,
+            ],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        if len(item.encode()) + 2 <= _MAX_PAYLOAD or len(delta.text) <= 1:
+            items.append(item)
+            continue
+        half = len(delta.text) // 2
+        todo[:0] = [
+            replace(delta, text=delta.text[:half]),
+            replace(delta, offset=delta.offset + half, text=delta.text[half:]),
+        ]
     return items
 
 
 def parse(payload: str) -> list[Delta]:
     """The deltas of one notice (`ValueError` if it is not one)."""
-    task, _, body = payload.partition(",")
-    task_id = uuid.UUID(task)
-    data = json.loads(body)
-    attempt, position = int(data["a"]), int(data["p"])
     return [
         Delta(
-            task_id=task_id,
-            attempt=attempt,
-            position=position,
+            task_id=uuid.UUID(task),
+            attempt=int(attempt),
+            position=int(position),
             part=int(part),
             kind=kind,
             offset=int(offset),
             text=str(text),
             tool=tool,
         )
-        for part, kind, tool, offset, text in data["d"]
+        for task, attempt, position, part, kind, tool, offset, text in json.loads(payload)
     ]
-
-
-def task_of(payload: str) -> uuid.UUID:
-    """The task a notice is about, read without parsing the rest."""
-    return uuid.UUID(payload[:36])
 
 
 class LiveStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def flush(self, deltas: Sequence[Delta]) -> None:
-        """Append `deltas` (of one task, attempt and position; one per part, in
-        order) to the text so far, and notify every process, in one statement."""
-        first = deltas[0]
+    async def flush(self, runs: Sequence[Sequence[Delta]]) -> None:
+        """Append each run's deltas (of one task, attempt and position, one per part,
+        each continuing the text so far) to the text so far, and notify every
+        process, in one statement. Not idempotent: a flush that failed is not
+        retried (that response sends no more deltas; its message is persisted)."""
         parts = [
-            {"part": d.part, "kind": d.kind, "tool": d.tool, "offset": d.offset, "text": d.text}
+            {
+                "task": str(d.task_id),
+                "attempt": d.attempt,
+                "position": d.position,
+                "part": d.part,
+                "kind": d.kind,
+                "tool": d.tool,
+                "text": d.text,
+            }
+            for deltas in runs
             for d in deltas
         ]
-        await self.db.fetch(
-            _FLUSH,
-            {
-                "p_parts": parts,
-                "p_task": first.task_id,
-                "p_attempt": first.attempt,
-                "p_position": first.position,
-                "p_payloads": payloads(deltas),
-            },
-        )
+        every = [d for deltas in runs for d in deltas]
+        await self.db.fetch(_FLUSH, {"p_parts": parts, "p_payloads": notices(every)})
 
     async def so_far(self, task_id: uuid.UUID) -> list[Delta]:
         """The message in progress (if the task is running one): each part's text so
@@ -211,9 +206,6 @@ class LiveStore:
             for row in rows
             if row["position"] == newest
         ]
-
-    async def clear(self, task_id: uuid.UUID) -> None:
-        await self.db.fetch(_CLEAR, {"p_task": task_id})
 
     async def sweep(self) -> None:
         await self.db.fetch(_SWEEP, {})

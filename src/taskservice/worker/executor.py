@@ -27,11 +27,10 @@ from pydantic_ai.usage import UsageLimits
 
 from taskservice.agents import AgentCatalog, streams
 from taskservice.content import as_text
-from taskservice.db.live import LiveStore
 from taskservice.models import Task
 from taskservice.tools import ASK_USER, WAIT_FOR_SUBTASKS, current_run
 from taskservice.worker.ledger import RunLedger
-from taskservice.worker.live_output import LiveOutput
+from taskservice.worker.live_output import LiveOutput, LiveWriter
 
 log = logging.getLogger(__name__)
 
@@ -111,15 +110,12 @@ async def _streamed(node: Any, run: AgentRun[Any, Any], live: LiveOutput) -> Non
 
 
 class Executor:
-    """`live`: where streamed deltas go (None: model requests are not streamed),
-    at most one flush per `delta_interval` seconds per run."""
+    """`live`: the process's writer of streamed deltas (None: model requests are not
+    streamed)."""
 
-    def __init__(
-        self, catalog: AgentCatalog, *, live: LiveStore | None = None, delta_interval: float = 0
-    ) -> None:
+    def __init__(self, catalog: AgentCatalog, *, live: LiveWriter | None = None) -> None:
         self.catalog = catalog
-        self.live = live if delta_interval > 0 else None
-        self.delta_interval = delta_interval
+        self.live = live
 
     async def run(self, task: Task, ledger: RunLedger) -> Outcome:
         profile = self.catalog.profile(task.agent.profile)
@@ -133,12 +129,7 @@ class Executor:
         history, settled = await ledger.resume_state()
         live = None
         if self.live is not None and streams(agent):
-            live = LiveOutput(
-                self.live,
-                task_id=task.id,
-                attempt=ledger.lease.attempt,
-                interval=self.delta_interval,
-            )
+            live = self.live.output(task_id=task.id, attempt=ledger.lease.attempt)
         try:
             with current_run(ledger):
                 async with agent.iter(
@@ -171,7 +162,7 @@ class Executor:
             return Failed(failure_of(exc), ledger.usage)
         finally:
             if live is not None:
-                await live.close()
+                live.close()
         assert result is not None
         output = result.output
         if isinstance(output, DeferredToolRequests):

@@ -1,12 +1,13 @@
-"""One run's live output: the deltas of the model response it is streaming, written to
-PostgreSQL (`db/live.py`) at most once per interval, by a task of its own, so the
-model's stream never waits for the database.
+"""Live output on the worker's side: the deltas of the model responses its runs are
+streaming, written to PostgreSQL (`db/live.py`) by one writer per process, in one
+statement per interval whatever the number of runs, so the model's stream never
+waits for the database and a hundred streaming runs cost one statement, not a hundred.
 
 ```
-model stream ─ feed(event) ─▶ buffer per part ─▶ LiveStore.flush: one interval after
-                                                 the first delta, then at most one
-                                                 flush per interval
-end of the response ─▶ the rest, flushed before the ledger persists the message
+model stream ─ LiveOutput.feed ─▶ its buffer per part ─ marked due ─▶ LiveWriter: at
+most one flush per interval, of every run's buffers ─▶ LiveStore.flush (one statement)
+end of a response ─▶ LiveOutput.end: its last piece, written before the ledger
+persists the message
 ```
 
 A response that completes within its first interval sends no deltas at all: its
@@ -14,9 +15,9 @@ complete message (persisted by the ledger a moment later) says it all, and an
 instant model costs no extra statement. Once a response has sent a delta it sends
 all of its text, the last piece before the message is persisted, so a reader that
 rebuilds it from the deltas has every character, and gets them before the `message`
-event. A flush that fails ends the deltas of that response (logged at debug): the
-reader gets the complete message when it is persisted; deltas are never worth
-failing or slowing a run for.
+event. A flush that fails ends the deltas of the responses in it (logged at debug):
+readers get their complete messages when persisted; deltas are never worth failing
+or slowing a run for.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ class _Part:
     number: int  # ours: a part pydantic-ai replaces gets a new number
     kind: DeltaKind
     tool: str | None
-    flushed: int = 0  # characters written
+    flushed: int = 0  # characters taken for writing
     buffer: str = ""
-    announced: bool = False  # written once (a tool call's name with no arguments yet)
+    announced: bool = False  # taken once (a tool call's name with no arguments yet)
 
 
 def _args_text(args: object) -> str:
@@ -65,34 +66,127 @@ def _args_text(args: object) -> str:
     return args if isinstance(args, str) else json.dumps(args, default=str)
 
 
-class LiveOutput:
-    """See the module docstring. `begin`, `feed`, `end` per model response; `close`
-    when the run stops."""
+class LiveWriter:
+    """The process's writer of live output: at most one flush per `interval`, of
+    every run's pieces that are due (see the module docstring)."""
 
-    def __init__(
-        self, store: LiveStore, *, task_id: uuid.UUID, attempt: int, interval: float
-    ) -> None:
+    def __init__(self, store: LiveStore, *, interval: float) -> None:
         self.store = store
+        self.interval = interval
+        self._due: dict[LiveOutput, None] = {}  # runs with something to send, in order
+        self._wake = asyncio.Event()
+        self._runner: asyncio.Task[None] | None = None
+        self._writing: asyncio.Future[None] | None = None  # the flush in flight
+        self.flushes = 0
+
+    def output(self, *, task_id: uuid.UUID, attempt: int) -> LiveOutput:
+        """A run's live output; the writer starts with the first."""
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._run(), name="live-writer")
+        return LiveOutput(self, task_id=task_id, attempt=attempt)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+
+    def mark(self, output: LiveOutput) -> None:
+        self._due[output] = None
+        self._wake.set()
+
+    def forget(self, output: LiveOutput) -> None:
+        self._due.pop(output, None)
+
+    async def settled(self) -> None:
+        """Once the flush in flight (if any) is done: a run's own last piece must not
+        overtake its earlier ones."""
+        if self._writing is not None:
+            await asyncio.shield(self._writing)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = -math.inf
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(max(0.0, last + self.interval - loop.time()))
+            now = loop.time()
+            ready = [output for output in self._due if output.ready(now)]
+            for output in ready:
+                del self._due[output]
+            if ready:
+                last = now
+                await self._flush(ready)
+            if self._due:  # not ready yet: in their first interval
+                soonest = min(output.ready_at for output in self._due)
+                loop.call_later(max(0.0, soonest - loop.time()), self._wake.set)
+
+    async def _flush(self, outputs: list[LiveOutput]) -> None:
+        runs = [output.take() for output in outputs]
+        writing = self._writing = asyncio.get_running_loop().create_future()
+        try:
+            await self.store.flush([deltas for deltas in runs if deltas])
+            self.flushes += 1
+        except _FLUSH_ERRORS as exc:
+            for output in outputs:
+                output.broken = True
+            log.debug("live output stopped for %d responses: %s", len(outputs), exc)
+        finally:
+            self._writing = None
+            writing.set_result(None)
+
+    async def flush_now(self, output: LiveOutput) -> None:
+        """`output`'s pieces, written now (after the flush in flight)."""
+        self.forget(output)
+        await self.settled()
+        deltas = output.take()
+        if not deltas or output.broken:
+            return
+        try:
+            await self.store.flush([deltas])
+        except _FLUSH_ERRORS as exc:
+            output.broken = True
+            log.debug("task %s: live output stopped for this response: %s", output.task_id, exc)
+
+
+class LiveOutput:
+    """One run's live output: `begin`, `feed`, `end` per model response, `close`
+    when the run stops; its pieces are written by the process's `LiveWriter`."""
+
+    __slots__ = (
+        "_numbers",
+        "_parts",
+        "_position",
+        "attempt",
+        "broken",
+        "ready_at",
+        "started",
+        "task_id",
+        "writer",
+    )
+
+    def __init__(self, writer: LiveWriter, *, task_id: uuid.UUID, attempt: int) -> None:
+        self.writer = writer
         self.task_id = task_id
         self.attempt = attempt
-        self.interval = interval
         self._position = -1
         self._parts: dict[int, _Part] = {}  # pydantic-ai's part index → ours
         self._numbers = 0
-        self._last_flush = -math.inf
-        self._started = False  # this response has sent a delta
-        self._broken = False  # a flush of this response failed
-        self._timer: asyncio.TimerHandle | None = None
-        self._flushing: asyncio.Task[None] | None = None
-        self.flushes = 0
+        self.ready_at = math.inf  # the end of the response's first interval
+        self.started = False  # this response has sent a delta
+        self.broken = False  # a flush of this response failed
 
     def begin(self, position: int) -> None:
         """A model response starts; it will be message `position`."""
         self._position = position
         self._parts.clear()
         self._numbers = 0
-        self._started = self._broken = False
-        self._last_flush = -math.inf
+        self.started = self.broken = False
+        self.ready_at = math.inf
+
+    def ready(self, now: float) -> bool:
+        return self.started or now >= self.ready_at
 
     def feed(self, event: object) -> None:
         """An event of the model's stream (what is not a part's text is ignored)."""
@@ -121,27 +215,22 @@ class LiveOutput:
             return
         if text:
             current.buffer += text
-            self._schedule()
+            self._due()
 
     def _start(self, index: int, kind: DeltaKind, tool: str | None, text: str) -> None:
         self._parts[index] = _Part(number=self._numbers, kind=kind, tool=tool, buffer=text)
         self._numbers += 1
-        self._schedule()
-
-    def _schedule(self) -> None:
-        if self._broken or self._timer is not None or self._flushing is not None:
-            return  # a flush is due, or running (it schedules the next when it is done)
-        loop = asyncio.get_running_loop()
-        if self._last_flush == -math.inf:
-            self._last_flush = loop.time()  # the first delta opens the first interval
-        delay = max(0.0, self._last_flush + self.interval - loop.time())
-        self._timer = loop.call_later(delay, self._due)
+        self._due()
 
     def _due(self) -> None:
-        self._timer = None
-        self._flushing = asyncio.create_task(self._flush(), name=f"live-{self.task_id}")
+        if self.broken:
+            return
+        if self.ready_at == math.inf:  # the first piece opens the first interval
+            self.ready_at = asyncio.get_running_loop().time() + self.writer.interval
+        self.writer.mark(self)
 
-    def _take(self) -> list[Delta]:
+    def take(self) -> list[Delta]:
+        """The pieces not yet written, one per part (for the writer)."""
         deltas = []
         for part in self._parts.values():
             if not part.buffer and part.announced:
@@ -161,47 +250,21 @@ class LiveOutput:
             part.flushed += len(part.buffer)
             part.buffer = ""
             part.announced = True
+        if deltas and not self.broken:
+            self.started = True
         return deltas
-
-    async def _flush(self) -> None:
-        try:
-            deltas = self._take()
-            if deltas and not self._broken:
-                self._started = True
-                self._last_flush = asyncio.get_running_loop().time()
-                await self.store.flush(deltas)
-                self.flushes += 1
-        except _FLUSH_ERRORS as exc:
-            self._broken = True
-            log.debug("task %s: live output stopped for this response: %s", self.task_id, exc)
-        finally:
-            self._flushing = None
-        if any(part.buffer for part in self._parts.values()):
-            self._schedule()
 
     async def end(self) -> None:
         """The response is complete: send the rest (if it sent anything), before the
         ledger persists it."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._flushing is not None:
-            await self._flushing
-        if self._timer is not None:  # the flush that just ended scheduled another
-            self._timer.cancel()
-            self._timer = None
-        if self._started and not self._broken:
-            await self._flush()
+        if self.started and not self.broken:
+            await self.writer.flush_now(self)
+        else:
+            self.writer.forget(self)
         self._parts.clear()
 
-    async def close(self) -> None:
+    def close(self) -> None:
         """The run stopped: nothing more is sent. (The rows left in `task_live` are
         the reaper's to sweep once the task is no longer running this attempt.)"""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._flushing is not None:
-            self._flushing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flushing
-            self._flushing = None
+        self.writer.forget(self)
+        self._parts.clear()
