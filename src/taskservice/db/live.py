@@ -101,12 +101,12 @@ def notices(deltas: Sequence[Delta]) -> list[str]:
     batch: list[str] = []
     size = 2  # the brackets
     for item in _items(deltas):
-        grown = size + len(item.encode()) + 1
-        if batch and grown > _MAX_PAYLOAD:
+        length = len(item.encode()) + 1  # and its comma
+        if batch and size + length > _MAX_PAYLOAD:
             out.append("[" + ",".join(batch) + "]")
-            batch, grown = [], 2 + len(item.encode())
+            batch, size = [], 2
         batch.append(item)
-        size = grown
+        size += length
     if batch:
         out.append("[" + ",".join(batch) + "]")
     return out
@@ -169,6 +169,7 @@ class LiveStore:
         each continuing the text so far) to the text so far, and notify every
         process, in one statement. Not idempotent: a flush that failed is not
         retried (that response sends no more deltas; its message is persisted)."""
+        every = [d for deltas in runs for d in deltas]
         parts = [
             {
                 "task": str(d.task_id),
@@ -179,10 +180,8 @@ class LiveStore:
                 "tool": d.tool,
                 "text": d.text,
             }
-            for deltas in runs
-            for d in deltas
+            for d in every
         ]
-        every = [d for deltas in runs for d in deltas]
         await self.db.fetch(_FLUSH, {"p_parts": parts, "p_payloads": notices(every)})
 
     async def so_far(self, task_id: uuid.UUID) -> list[Delta]:

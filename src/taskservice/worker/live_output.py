@@ -105,22 +105,24 @@ class LiveWriter:
             await asyncio.shield(self._writing)
 
     async def _run(self) -> None:
+        """Flush what is due, at most once an interval; sleep (not woken by every
+        token) while the runs that have something are in their first interval."""
         loop = asyncio.get_running_loop()
         last = -math.inf
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await asyncio.sleep(max(0.0, last + self.interval - loop.time()))
-            now = loop.time()
-            ready = [output for output in self._due if output.ready(now)]
-            for output in ready:
-                del self._due[output]
-            if ready:
+            while self._due:
+                now = loop.time()
+                at = max(last + self.interval, min(output.due_at() for output in self._due))
+                if at > now:
+                    await asyncio.sleep(at - now)
+                    continue
+                ready = [output for output in self._due if output.due_at() <= now]
+                for output in ready:
+                    del self._due[output]
                 last = now
                 await self._flush(ready)
-            if self._due:  # not ready yet: in their first interval
-                soonest = min(output.ready_at for output in self._due)
-                loop.call_later(max(0.0, soonest - loop.time()), self._wake.set)
 
     async def _flush(self, outputs: list[LiveOutput]) -> None:
         runs = [output.take() for output in outputs]
@@ -185,8 +187,9 @@ class LiveOutput:
         self.started = self.broken = False
         self.ready_at = math.inf
 
-    def ready(self, now: float) -> bool:
-        return self.started or now >= self.ready_at
+    def due_at(self) -> float:
+        """When its pieces may be written: at once, once the response has sent one."""
+        return -math.inf if self.started else self.ready_at
 
     def feed(self, event: object) -> None:
         """An event of the model's stream (what is not a part's text is ignored)."""
