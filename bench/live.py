@@ -4,8 +4,9 @@ One `taskservice serve` on a fresh database runs N tasks at once (worker concurr
 N) on the `ticker` model (`bench/live_ticker.py`, loaded as a plugin), which streams
 T tokens over S seconds, each token the time it was written. A client opens the SSE
 stream of every task (plain asyncio sockets, to keep the load generator light) and,
-for every token in every `delta` event, records now - written: the latency from the
-model to the client, coalescing included. It also records, per delta, the latency of
+for every token in every `delta` event written once its stream was open (each task's
+stream opens as soon as its submit is answered), records now - written: the latency
+from the model to the client, coalescing included. It also records, per delta, the latency of
 its newest token (what the path adds beyond the coalescing wait).
 
 The same load then runs twice more: streamed by pydantic-ai but with an interval no
@@ -44,7 +45,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 async def follow(
     port: int, task_id: str, tokens: list[tuple[int, float]], newest: list[float]
 ) -> int:
-    """Read one task's stream to its end; returns how many deltas it carried."""
+    """Read one task's stream to its end; returns how many deltas it carried. Tokens
+    written before the stream was open (it starts with their text so far) are not a
+    live latency and are left out."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
         f"GET /v1/tasks/{task_id}/events?type=delta&type=state_change HTTP/1.1\r\n"
@@ -53,6 +56,7 @@ async def follow(
     await writer.drain()
     deltas = 0
     event = b""
+    opened = time.time_ns()  # until the snapshot arrives, when the stream is open
     try:
         while True:
             line = await reader.readline()
@@ -60,11 +64,13 @@ async def follow(
                 return deltas
             if line.startswith(b"event: "):
                 event = line[7:].strip()
+                if event == b"snapshot":
+                    opened = time.time_ns()
             elif line.startswith(b"data: ") and event == b"delta":
                 now = time.time_ns()
                 stamps = [int(t) for t in json.loads(line[6:])["text"].split()]
-                tokens.extend((t, (now - t) / 1e6) for t in stamps)
-                if stamps:
+                tokens.extend((t, (now - t) / 1e6) for t in stamps if t > opened)
+                if stamps and stamps[-1] > opened:
                     newest.append((now - stamps[-1]) / 1e6)
                 deltas += 1
             elif (
@@ -133,13 +139,12 @@ async def one_run(args: argparse.Namespace, interval_ms: int) -> dict[str, float
                 idle_rss = memory.process.memory_info().rss
                 before = cpu(pids)
                 started = time.monotonic()
-                submitted = await asyncio.gather(
-                    *(client.post("/v1/tasks", json=body) for _ in range(args.tasks))
-                )
-                ids = [response.json()["id"] for response in submitted]
-                deltas = await asyncio.gather(
-                    *(follow(read_port, task_id, tokens, newest) for task_id in ids)
-                )
+
+                async def one() -> int:  # submitted, then followed at once
+                    task = (await client.post("/v1/tasks", json=body)).json()
+                    return await follow(read_port, task["id"], tokens, newest)
+
+                deltas = await asyncio.gather(*(one() for _ in range(args.tasks)))
                 elapsed = time.monotonic() - started
                 spent = cpu(pids) - before
         latencies = [latency for _, latency in tokens]
@@ -188,7 +193,7 @@ async def main() -> None:
         f"{args.tasks} tasks x {args.tokens} tokens over {args.seconds:g} s, "
         f"delta interval {args.interval_ms} ms{where}"
     )
-    print(f"deltas received            {live['deltas']:.0f} ({live['tokens']:.0f} tokens)")
+    print(f"deltas received            {live['deltas']:.0f} ({live['tokens']:.0f} tokens timed)")
     print(f"token, model to client     p50 {live['p50']:.1f} ms   p99 {live['p99']:.1f} ms")
     steady = f"p50 {live['steady_p50']:.1f} ms   p99 {live['steady_p99']:.1f} ms"
     print(f"  after the first second   {steady}")

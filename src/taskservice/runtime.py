@@ -165,7 +165,11 @@ class Runtime:
             if workers:
                 writer = None
                 if settings.delta_interval_ms > 0:
-                    writer = LiveWriter(live, interval=settings.delta_interval_ms / 1000)
+                    # A connection of its own: live output never waits behind the
+                    # pool's queue when every connection is taken (a burst of runs
+                    # and streams starting), nor makes the pool's users wait.
+                    own = await stack.enter_async_context(Database(url, pool_size=1))
+                    writer = LiveWriter(LiveStore(own), interval=settings.delta_interval_ms / 1000)
                     stack.push_async_callback(writer.stop)  # after the pool stopped
                 catalog.announce()
                 pool = WorkerPool(

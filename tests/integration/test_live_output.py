@@ -23,7 +23,7 @@ from taskservice.db.sql import Database
 from taskservice.models import Delta
 from taskservice.states import TaskState
 from taskservice.worker.live_output import LiveWriter
-from tests.conftest import LiveFactory
+from tests.conftest import LiveFactory, wait_for
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.helpers import force_state, new_task
 from tests.sse import Event, read_events
@@ -332,3 +332,34 @@ async def test_a_stream_opened_mid_message_starts_with_the_text_so_far_while_the
             else:
                 break
     assert [(d["offset"], d["text"]) for d in deltas] == [(0, "hello"), (5, " world")]
+
+
+async def test_a_response_that_ends_during_a_flush_has_its_rest_written_before_end_returns(
+    live_db: Database, store: Any
+) -> None:
+    """The ledger persists a message once `end()` returns, and readers drop deltas of
+    a persisted message: the rest must be written by then, even when the response
+    ends while a flush holding its earlier pieces is still in flight."""
+    task = await new_task(store)
+    writer = LiveWriter(LiveStore(live_db), interval=0.05)
+    live = writer.output(task_id=task.id, attempt=1)
+    live.begin(1)
+    live.feed(_text_start("a"))
+    await wait_for(lambda: writer.flushes == 1)
+    async with live_db.connection() as blocker:
+        lock = blocker.transaction()
+        await lock.start()
+        await blocker.execute("SELECT 1 FROM task_live WHERE task_id = $1 FOR UPDATE", task.id)
+        live.feed(_text_delta("b"))
+        await asyncio.sleep(0.2)  # the next flush (with "b") waits on the row lock
+        live.feed(_text_delta("c"))
+        ending = asyncio.create_task(live.end())
+        await asyncio.sleep(0.1)
+        assert not ending.done()
+        await lock.rollback()
+    await asyncio.wait_for(ending, 5)
+    async with live_db.connection() as conn:
+        written = await conn.fetchval("SELECT text FROM task_live WHERE task_id = $1", task.id)
+    live.close()
+    await writer.stop()
+    assert written == "abc"

@@ -6,8 +6,8 @@ waits for the database and a hundred streaming runs cost one statement, not a hu
 ```
 model stream ─ LiveOutput.feed ─▶ its buffer per part ─ marked due ─▶ LiveWriter: at
 most one flush per interval, of every run's buffers ─▶ LiveStore.flush (one statement)
-end of a response ─▶ LiveOutput.end: its last piece, written before the ledger
-persists the message
+end of a response ─▶ LiveOutput.end: its last piece, written at once (with every
+other response ending meanwhile) and before the ledger persists the message
 ```
 
 A response that completes within its first interval sends no deltas at all: its
@@ -41,6 +41,7 @@ from pydantic_ai.messages import (
     ToolCallPartDelta,
 )
 
+from taskservice.aio import wait_until
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.live import LiveStore
 from taskservice.db.outage import DRIVER_ERRORS
@@ -68,15 +69,18 @@ def _args_text(args: object) -> str:
 
 class LiveWriter:
     """The process's writer of live output: at most one flush per `interval`, of
-    every run's pieces that are due (see the module docstring)."""
+    every run's pieces that are due; and at once, when a response ends, of every
+    response ending meanwhile (see the module docstring). It is the only writer of
+    the process's live output, so a run's pieces are written in order."""
 
     def __init__(self, store: LiveStore, *, interval: float) -> None:
         self.store = store
         self.interval = interval
         self._due: dict[LiveOutput, None] = {}  # runs with something to send, in order
-        self._wake = asyncio.Event()
+        self._ending: dict[LiveOutput, asyncio.Future[None]] = {}  # responses that ended
+        self._wake = asyncio.Event()  # something is due
+        self._hurry = asyncio.Event()  # a response ended: its rest is written at once
         self._runner: asyncio.Task[None] | None = None
-        self._writing: asyncio.Future[None] | None = None  # the flush in flight
         self.flushes = 0
 
     def output(self, *, task_id: uuid.UUID, attempt: int) -> LiveOutput:
@@ -90,6 +94,8 @@ class LiveWriter:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._runner
+        for ending in self._ending.values():
+            ending.cancel()
 
     def mark(self, output: LiveOutput) -> None:
         self._due[output] = None
@@ -98,15 +104,20 @@ class LiveWriter:
     def forget(self, output: LiveOutput) -> None:
         self._due.pop(output, None)
 
-    async def settled(self) -> None:
-        """Once the flush in flight (if any) is done: a run's own last piece must not
-        overtake its earlier ones."""
-        if self._writing is not None:
-            await asyncio.shield(self._writing)
+    async def flush_now(self, output: LiveOutput) -> None:
+        """`output`'s rest, written by the next flush, which happens at once (with
+        every other response ending meanwhile)."""
+        ending = self._ending.get(output)
+        if ending is None:
+            ending = self._ending[output] = asyncio.get_running_loop().create_future()
+        self.mark(output)
+        self._hurry.set()
+        await asyncio.shield(ending)
 
     async def _run(self) -> None:
-        """Flush what is due, at most once an interval; sleep (not woken by every
-        token) while the runs that have something are in their first interval."""
+        """Flush what is due, at most once an interval (sooner when a response
+        ended); sleep, not woken by every token, while the runs that have something
+        are in their first interval."""
         loop = asyncio.get_running_loop()
         last = -math.inf
         while True:
@@ -115,41 +126,39 @@ class LiveWriter:
             while self._due:
                 now = loop.time()
                 at = max(last + self.interval, min(output.due_at() for output in self._due))
-                if at > now:
-                    await asyncio.sleep(at - now)
+                if at > now and not self._ending:
+                    self._hurry.clear()
+                    await wait_until(self._hurry.wait(), at - now)
                     continue
-                ready = [output for output in self._due if output.due_at() <= now]
+                ready = [o for o in self._due if o.due_at() <= now or o in self._ending]
                 for output in ready:
                     del self._due[output]
                 last = now
                 await self._flush(ready)
 
     async def _flush(self, outputs: list[LiveOutput]) -> None:
-        runs = [output.take() for output in outputs]
-        writing = self._writing = asyncio.get_running_loop().create_future()
+        # Only the responses whose end was asked for before their pieces are taken
+        # here are done by this flush; one that ends while it is in flight has its
+        # rest written by the next.
+        endings = [self._ending.pop(o) for o in outputs if o in self._ending]
+        runs = [deltas for deltas in (output.take() for output in outputs) if deltas]
         try:
-            await self.store.flush([deltas for deltas in runs if deltas])
-            self.flushes += 1
+            if runs:
+                await self.store.flush(runs)
+                self.flushes += 1
         except _FLUSH_ERRORS as exc:
             for output in outputs:
                 output.broken = True
             log.debug("live output stopped for %d responses: %s", len(outputs), exc)
+        except Exception:
+            # Never worth a run: the writer goes on, these responses send no more.
+            for output in outputs:
+                output.broken = True
+            log.exception("live output could not be written")
         finally:
-            self._writing = None
-            writing.set_result(None)
-
-    async def flush_now(self, output: LiveOutput) -> None:
-        """`output`'s pieces, written now (after the flush in flight)."""
-        self.forget(output)
-        await self.settled()
-        deltas = output.take()
-        if not deltas or output.broken:
-            return
-        try:
-            await self.store.flush([deltas])
-        except _FLUSH_ERRORS as exc:
-            output.broken = True
-            log.debug("task %s: live output stopped for this response: %s", output.task_id, exc)
+            for ending in endings:
+                if not ending.done():
+                    ending.set_result(None)
 
 
 class LiveOutput:
