@@ -7,7 +7,7 @@ Model names are pydantic-ai model strings (`openai-chat:gpt-4o`, `anthropic:…`
 `ollama:…`); with `TASKSERVICE_OPENAI_BASE_URL` set, `openai:`/`openai-chat:`
 models go to that OpenAI-compatible server. `offline` is a deterministic model that
 needs no API key, so the service works out of the box; `offline:<seconds>` answers
-after a delay.
+after a delay (`offline.py`); `demo` is the demo agent's model (`demo.py`).
 
 Tools (`tools`) report to the worker through `RunHooks` (the run's `deps`), which
 records every call in the step ledger. The OpenAI-compatible provider's retries
@@ -16,22 +16,20 @@ become `log` lines of the run that made the request (`ModelRequestLog`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import tomllib
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx2
 from pydantic_ai import Agent, Tool
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models import Model
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
 from taskservice.agent_mcp import McpServer, McpServerError, parse_servers, toolset
@@ -45,6 +43,7 @@ from taskservice.demo import (
 )
 from taskservice.errors import InvalidRequest
 from taskservice.models import AgentSpec
+from taskservice.offline import offline_delay, offline_model
 from taskservice.settings import OFFLINE_MODEL, Settings
 from taskservice.tools import (
     BUILTIN_TOOLS,
@@ -58,7 +57,6 @@ from taskservice.tools import (
 log = logging.getLogger(__name__)
 
 DEFAULT_PROFILE = "default"
-_OFFLINE_ECHO_CHARS = 200
 _AGENT_CACHE_SIZE = 256  # built agents kept, per distinct (profile, model, prompt)
 # Environment variables that make a hosted provider usable.
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GROQ_API_KEY")
@@ -68,65 +66,6 @@ Output = Literal["text", "json"]
 
 class ProfileError(ValueError):
     """The agent profiles file is invalid (found at start-up)."""
-
-
-# -- the offline model -------------------------------------------------------------
-
-
-def _answer_offline(messages: list[ModelMessage]) -> ModelResponse:
-    prompt = ""
-    for message in reversed(messages):
-        for part in getattr(message, "parts", []):
-            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                prompt = part.content
-                break
-        if prompt:
-            break
-    shown = prompt[:_OFFLINE_ECHO_CHARS] + ("…" if len(prompt) > _OFFLINE_ECHO_CHARS else "")
-    text = (
-        f"[offline model] Task received ({len(prompt)} characters): {shown!r}. "
-        "This deterministic answer comes from the built-in offline model; set "
-        "TASKSERVICE_DEFAULT_MODEL and a provider API key for real answers."
-    )
-    return ModelResponse(parts=[TextPart(text)], model_name=OFFLINE_MODEL)
-
-
-def offline_model(delay: float = 0.0) -> Model:
-    """The deterministic offline model; `offline:<seconds>` answers after a delay
-    (for demos, load tests and failure drills), and streams it: its words spread
-    over the delay, so live output can be watched."""
-
-    # async on purpose: pydantic-ai runs a sync model function in a worker thread.
-    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if delay:
-            await asyncio.sleep(delay)
-        return _answer_offline(messages)
-
-    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
-        text = _answer_offline(messages).parts[0]
-        assert isinstance(text, TextPart)
-        words = text.content.split(" ")
-        for index, word in enumerate(words):
-            await asyncio.sleep(delay / len(words))
-            yield word if index == 0 else " " + word
-
-    if not delay:  # an instant answer: nothing to watch, and streaming costs more
-        return FunctionModel(answer, model_name=OFFLINE_MODEL)
-    return FunctionModel(answer, stream_function=stream, model_name=f"{OFFLINE_MODEL}:{delay:g}")
-
-
-def _offline_delay(name: str) -> float | None:
-    """The delay of an offline model name, or None when it is not one."""
-    if name == OFFLINE_MODEL:
-        return 0.0
-    prefix, _, seconds = name.partition(":")
-    if prefix != OFFLINE_MODEL:
-        return None
-    try:
-        delay = float(seconds)
-    except ValueError:
-        return None
-    return delay if 0 <= delay <= 3600 else None
 
 
 # -- the model client's retries ------------------------------------------------------
@@ -356,7 +295,7 @@ class AgentCatalog:
         allowed = self.settings.allowed_models
         if model in allowed:
             return True
-        return OFFLINE_MODEL in allowed and _offline_delay(model) is not None
+        return OFFLINE_MODEL in allowed and offline_delay(model) is not None
 
     def profile(self, name: str) -> AgentProfile | None:
         return self.profiles.get(name)
@@ -366,7 +305,7 @@ class AgentCatalog:
             return self.models[name]
         if name == DEMO_MODEL:
             return demo_model()
-        delay = _offline_delay(name)
+        delay = offline_delay(name)
         if delay is not None:
             return offline_model(delay)
         provider, _, model_name = name.partition(":")
