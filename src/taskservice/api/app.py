@@ -31,8 +31,8 @@ from taskservice.api.routes import (
     ui,
     webhooks,
 )
-from taskservice.api.schemas import DeltaOut
 from taskservice.api.sse import StreamGate, run_streams_after_routing
+from taskservice.api.streams import DeltaOut
 from taskservice.mcp import server as mcp_server
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from taskservice.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.db.webhook_deliveries import Delivery
 from taskservice.db.webhook_subscriptions import Subscription
-from taskservice.models import Delta, DeltaKind, EventType, TaskEvent, Total
+from taskservice.models import EventType, TaskEvent, Total
 from taskservice.states import TaskState
 from taskservice.views import TaskOut
 from taskservice.webhooks.subscriptions import DEFAULT_STATES, WebhookRequest
@@ -295,38 +295,6 @@ class EventOut(BaseModel):
             type=EventType(event.type),
             data=event.data,
             created_at=event.created_at,
-        )
-
-
-class DeltaOut(BaseModel):
-    """A piece of live output (the SSE event `delta`): ephemeral, never in the event
-    log. To rebuild the response being written, append `text` to part `part` of
-    message `position`; `offset` (in Unicode code points) is the length of that part
-    before this piece, so a stream sends each character once, in order. A higher
-    `attempt` starts the message over (a worker died mid-message). Once the `message`
-    event of that position arrives, the message is complete and persisted (`GET
-    /v1/tasks/{id}/messages`)."""
-
-    task_id: uuid.UUID
-    attempt: int
-    position: int = Field(description="The message's position in the conversation.")
-    part: int = Field(description="The part of the response: 0, 1, 2 … in order.")
-    kind: DeltaKind = Field(description="`text`, `tool_call` (its JSON arguments) or `thinking`.")
-    offset: int
-    text: str
-    tool: str | None = Field(default=None, description="The tool a `tool_call` part calls.")
-
-    @classmethod
-    def of(cls, delta: Delta) -> DeltaOut:
-        return cls(
-            task_id=delta.task_id,
-            attempt=delta.attempt,
-            position=delta.position,
-            part=delta.part,
-            kind=delta.kind,
-            offset=delta.offset,
-            text=delta.text,
-            tool=delta.tool,
         )
 
 

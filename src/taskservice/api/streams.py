@@ -7,7 +7,9 @@ Streams outlive the request that authorized them, so they re-check it as they po
 The SSE `id` is the event's sequence number, so a client reconnecting with
 `Last-Event-ID` gets exactly what it missed: every event is read from the table, in
 order, and sent once. The stream only ever holds a dirty flag and one page.
-The firehose's `id` is the global event id, read up to the watermark.
+The firehose's `id` is the global event id, read up to the watermark. A task's
+stream also carries `delta` events (`DeltaOut`), with no `id`: live output is not in
+the log.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 
+from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from taskservice.aio import wait_until
 from taskservice.api.deps import CallerContext
-from taskservice.api.schemas import DeltaOut, EventOut
+from taskservice.api.schemas import EventOut
 from taskservice.api.sse import LeanEventSourceResponse, keep_alive
 from taskservice.events import Watermark
-from taskservice.models import Delta, EventFilter, Task
+from taskservice.models import Delta, DeltaKind, EventFilter, Task
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.views import TaskOut
@@ -45,6 +48,38 @@ def event_stream(
 
 
 DELTA = "delta"  # the SSE event of live output
+
+
+class DeltaOut(BaseModel):
+    """A piece of live output (the SSE event `delta`): ephemeral, never in the event
+    log. To rebuild the response being written, append `text` to part `part` of
+    message `position`; `offset` (in Unicode code points) is the length of that part
+    before this piece, so a stream sends each character once, in order. A higher
+    `attempt` starts the message over (a worker died mid-message). Once the `message`
+    event of that position arrives, the message is complete and persisted (`GET
+    /v1/tasks/{id}/messages`)."""
+
+    task_id: uuid.UUID
+    attempt: int
+    position: int = Field(description="The message's position in the conversation.")
+    part: int = Field(description="The part of the response: 0, 1, 2 … in order.")
+    kind: DeltaKind = Field(description="`text`, `tool_call` (its JSON arguments) or `thinking`.")
+    offset: int
+    text: str
+    tool: str | None = Field(default=None, description="The tool a `tool_call` part calls.")
+
+    @classmethod
+    def of(cls, delta: Delta) -> DeltaOut:
+        return cls(
+            task_id=delta.task_id,
+            attempt=delta.attempt,
+            position=delta.position,
+            part=delta.part,
+            kind=delta.kind,
+            offset=delta.offset,
+            text=delta.text,
+            tool=delta.tool,
+        )
 
 
 async def task_events(
