@@ -15,6 +15,10 @@ that writes the row, so a notice exists exactly when its row committed.
   subscription the state change matches; `db.webhook_subscriptions` sends it too when it makes a
   delivery due by other means (a late registration, a redelivery).
 
+- `taskservice_deltas` (`db.live.DELTAS_CHANNEL`): live output, sent by the
+  worker's flush statement itself (`db/live.py`), with the pieces in the payload;
+  readers catch up from `task_live`.
+
 A notice is a hint: readers catch up from the tables, so a lost one costs latency.
 """
 
