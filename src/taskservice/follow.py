@@ -34,14 +34,13 @@ from taskservice.db.tasks import TaskStore
 from taskservice.errors import NotFound
 from taskservice.events import Flag, TaskWatchers
 from taskservice.live import LiveFeed, LiveView
-from taskservice.models import Delta, Task, TaskEvent
+from taskservice.models import Delta, EventType, Task, TaskEvent
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 
 # What a follower yields: the snapshot, an event, a delta of live output, or None
 # when it was idle.
 Update = Task | TaskEvent | Delta | None
-MESSAGE = "message"
 
 
 def moved_to(event: TaskEvent) -> TaskState | None:
@@ -136,7 +135,7 @@ class TaskFollower:
                     last = event.seq
                     if _ends(event):
                         return
-                    if view is not None and event.type == MESSAGE:
+                    if view is not None and event.type == EventType.MESSAGE:
                         view.persisted(int(event.data.get("position", -1)))
                 more = len(events) == settings.max_page_size
                 del events

@@ -70,16 +70,7 @@ class DeltaOut(BaseModel):
 
     @classmethod
     def of(cls, delta: Delta) -> DeltaOut:
-        return cls(
-            task_id=delta.task_id,
-            attempt=delta.attempt,
-            position=delta.position,
-            part=delta.part,
-            kind=delta.kind,
-            offset=delta.offset,
-            text=delta.text,
-            tool=delta.tool,
-        )
+        return cls.model_validate(delta, from_attributes=True)
 
 
 async def task_events(

@@ -4,6 +4,8 @@ Each step's complete messages, tool calls and events go to the ledger as they
 happen (fenced by the lease), and between steps the run is handed the follow-ups
 queued for the task; the outcome itself is written by the pool, which runs the
 agent again on the same conversation when follow-ups arrived as it completed.
+A model that can stream is streamed, its deltas handed to the process's live writer
+(`worker/live_output.py`), which sends them to every replica's streams.
 """
 
 from __future__ import annotations
