@@ -5,6 +5,7 @@ real SSE client on another replica rebuilds the text exactly."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -186,9 +187,9 @@ async def test_tool_call_arguments_stream_as_they_are_written(
 async def test_an_instant_answer_sends_no_deltas_and_leaves_no_rows(
     make_live: LiveFactory, fake: FakeOpenAI, engine: AsyncEngine
 ) -> None:
-    fake.queue(Reply(text=ANSWER))  # all chunks at once: done within the first interval
+    fake.queue(Reply(text=ANSWER))  # all chunks at once: done within the first tick
     async with (
-        make_live(**provider(fake, workers_enabled=True)) as w,
+        make_live(**provider(fake, workers_enabled=True, delta_interval_ms=400)) as w,
         httpx.AsyncClient(base_url=w.url, timeout=30) as client,
     ):
         task = await submit(client)
@@ -241,11 +242,24 @@ def _text_delta(content: str) -> PartDeltaEvent:
     return PartDeltaEvent(index=0, delta=TextPartDelta(content))
 
 
-async def test_one_flush_an_interval_writes_every_streaming_run_and_the_rest_at_the_end(
+class _Timed(LiveStore):
+    """The real store, noting when each flush starts and for which tasks."""
+
+    def __init__(self, database: Database) -> None:
+        super().__init__(database)
+        self.flushed: list[tuple[float, set[Any]]] = []
+
+    async def flush(self, runs: list[list[Delta]]) -> None:
+        self.flushed.append((time.monotonic(), {run[0].task_id for run in runs}))
+        await super().flush(runs)
+
+
+async def test_runs_streaming_together_share_one_flush_an_interval_and_the_rest_at_the_end(
     live_db: Database, store: Any
 ) -> None:
     tasks = [await new_task(store) for _ in range(3)]
-    writer = LiveWriter(LiveStore(live_db), interval=0.05)
+    timed = _Timed(live_db)
+    writer = LiveWriter(timed, interval=0.05)
     outputs = [writer.output(task_id=task.id, attempt=1) for task in tasks]
     for output in outputs:
         output.begin(1)
@@ -260,14 +274,53 @@ async def test_one_flush_an_interval_writes_every_streaming_run_and_the_rest_at_
         await output.end()
         output.close()
     await writer.stop()
-    # Three runs streaming together: still at most one statement an interval.
-    assert 2 <= writer.flushes <= elapsed / 0.05 + 2, (writer.flushes, elapsed)
+    # Three runs streaming together: at most one statement a tick, and each run in
+    # at most one an interval.
+    assert 2 <= writer.flushes <= elapsed / writer.tick + 2, (writer.flushes, elapsed)
+    for task in tasks:
+        sent = sum(task.id in ids for _, ids in timed.flushed)
+        assert sent <= elapsed / 0.05 + 2, (sent, elapsed)
     async with live_db.connection() as conn:
         written = await conn.fetch("SELECT text FROM task_live ORDER BY task_id")
     assert [row["text"] for row in written] == ["a" * 101] * 3
 
 
-async def test_a_response_done_within_its_first_interval_flushes_nothing(
+async def test_a_run_waits_for_its_own_interval_not_for_another_runs_flush(
+    live_db: Database, store: Any
+) -> None:
+    """Two runs each writing a token every 60 ms (slower than the 40 ms interval),
+    the second 5 ms after the first: each token goes out within a tick (10 ms) of
+    being written, not an interval after the other run's flush; and no run sends
+    more than one delta an interval."""
+    tasks = [await new_task(store) for _ in range(2)]
+    timed = _Timed(live_db)
+    writer = LiveWriter(timed, interval=0.04)
+    outputs = [writer.output(task_id=task.id, attempt=1) for task in tasks]
+    fed: dict[Any, list[float]] = {task.id: [] for task in tasks}
+
+    async def write(output: Any, delay: float) -> None:
+        await asyncio.sleep(delay)
+        output.begin(1)
+        output.feed(_text_start("a"))
+        for _ in range(8):
+            await asyncio.sleep(0.06)
+            fed[output.task_id].append(time.monotonic())
+            output.feed(_text_delta("a"))
+
+    await asyncio.gather(write(outputs[0], 0), write(outputs[1], 0.005))
+    for output in outputs:
+        await output.end()
+        output.close()
+    await writer.stop()
+    for task in tasks:
+        sent = [at for at, ids in timed.flushed if task.id in ids]
+        gaps = [later - earlier for earlier, later in itertools.pairwise(sent[:-1])]
+        assert min(gaps) >= 0.04 * 0.95, gaps  # the last (its end) goes at once
+        waits = [min(at - token for at in sent if at >= token) for token in fed[task.id]]
+        assert sorted(waits)[-2] < 0.025, waits  # one late wake-up forgiven
+
+
+async def test_a_response_done_within_its_first_tick_flushes_nothing(
     live_db: Database, store: Any
 ) -> None:
     task = await new_task(store)

@@ -2,9 +2,9 @@
 channel and as the text so far in `task_live`.
 
 ```
-worker (LiveWriter) ─ flush, ≤ 1 per interval ─▶ one statement: task_live += text,
-                                                  NOTIFY taskservice_deltas (the deltas)
-every process's event hub ◀── LISTEN ─────────────┘
+worker (LiveWriter) ─ flush, ≤ 1 per tick ─▶ one statement: task_live += text,
+                                              NOTIFY taskservice_deltas (the deltas)
+every process's event hub ◀── LISTEN ─────────┘
    └▶ live.LiveFeed ─▶ the streams following that task
 a stream opened mid-message ─▶ so_far(): task_live's text of the message in progress
 ```

@@ -1,16 +1,21 @@
 """Live output on the worker's side: the deltas of the model responses its runs are
 streaming, written to PostgreSQL (`db/live.py`) by one writer per process, in one
-statement per interval whatever the number of runs, so the model's stream never
-waits for the database and a hundred streaming runs cost one statement, not a hundred.
+statement per tick whatever the number of runs, so the model's stream never waits
+for the database and a hundred streaming runs cost one statement, not a hundred.
 
 ```
 model stream ─ LiveOutput.feed ─▶ its buffer per part ─ marked due ─▶ LiveWriter: at
-most one flush per interval, of every run's buffers ─▶ LiveStore.flush (one statement)
+most one flush per tick (a quarter interval), of every run's buffers that are due
+(a run is due an interval after its last delta) ─▶ LiveStore.flush (one statement)
 end of a response ─▶ LiveOutput.end: its last piece, written at once (with every
 other response ending meanwhile) and before the ledger persists the message
 ```
 
-A response that completes within its first interval sends no deltas at all: its
+Each run sends at most one delta an interval, as soon as the writer's next tick
+after its interval: a model writing more slowly than that has each token on its way
+within a tick, one writing faster has its tokens coalesced, an interval apart.
+
+A response that completes within its first tick sends no deltas at all: its
 complete message (persisted by the ledger a moment later) says it all, and an
 instant model costs no extra statement. Once a response has sent a delta it sends
 all of its text, the last piece before the message is persisted, so a reader that
@@ -68,14 +73,16 @@ def _args_text(args: object) -> str:
 
 
 class LiveWriter:
-    """The process's writer of live output: at most one flush per `interval`, of
-    every run's pieces that are due; and at once, when a response ends, of every
-    response ending meanwhile (see the module docstring). It is the only writer of
-    the process's live output, so a run's pieces are written in order."""
+    """The process's writer of live output: at most one flush per tick (a quarter
+    `interval`), of every run's pieces that are due (a run at most once an interval);
+    and at once, when a response ends, of every response ending meanwhile (see the
+    module docstring). It is the only writer of the process's live output, so a
+    run's pieces are written in order."""
 
     def __init__(self, store: LiveStore, *, interval: float) -> None:
         self.store = store
         self.interval = interval
+        self.tick = interval / 4
         self._due: dict[LiveOutput, None] = {}  # runs with something to send, in order
         self._ending: dict[LiveOutput, asyncio.Future[None]] = {}  # responses that ended
         self._wake = asyncio.Event()  # something is due
@@ -115,9 +122,9 @@ class LiveWriter:
         await asyncio.shield(ending)
 
     async def _run(self) -> None:
-        """Flush what is due, at most once an interval (sooner when a response
-        ended); sleep, not woken by every token, while the runs that have something
-        are in their first interval."""
+        """Flush what is due, at most once a tick (sooner when a response ended);
+        sleep, not woken by every token, while the runs that have something are not
+        due yet."""
         loop = asyncio.get_running_loop()
         last = -math.inf
         while True:
@@ -125,7 +132,7 @@ class LiveWriter:
             self._wake.clear()
             while self._due:
                 now = loop.time()
-                at = max(last + self.interval, min(output.due_at() for output in self._due))
+                at = max(last + self.tick, min(output.due_at() for output in self._due))
                 if at > now and not self._ending:
                     self._hurry.clear()
                     await wait_until(self._hurry.wait(), at - now)
@@ -133,6 +140,7 @@ class LiveWriter:
                 ready = [o for o in self._due if o.due_at() <= now or o in self._ending]
                 for output in ready:
                     del self._due[output]
+                    output.sent_at = now
                 last = now
                 await self._flush(ready)
 
@@ -172,6 +180,7 @@ class LiveOutput:
         "attempt",
         "broken",
         "ready_at",
+        "sent_at",
         "started",
         "task_id",
         "writer",
@@ -184,7 +193,8 @@ class LiveOutput:
         self._position = -1
         self._parts: dict[int, _Part] = {}  # pydantic-ai's part index → ours
         self._numbers = 0
-        self.ready_at = math.inf  # the end of the response's first interval
+        self.ready_at = math.inf  # the end of the response's first tick
+        self.sent_at = -math.inf  # when its last delta was taken
         self.started = False  # this response has sent a delta
         self.broken = False  # a flush of this response failed
 
@@ -197,8 +207,9 @@ class LiveOutput:
         self.ready_at = math.inf
 
     def due_at(self) -> float:
-        """When its pieces may be written: at once, once the response has sent one."""
-        return -math.inf if self.started else self.ready_at
+        """When its pieces may be written: an interval after the last it sent, once
+        the response has sent one; the end of its first tick before."""
+        return self.sent_at + self.writer.interval if self.started else self.ready_at
 
     def feed(self, event: object) -> None:
         """An event of the model's stream (what is not a part's text is ignored)."""
@@ -237,8 +248,8 @@ class LiveOutput:
     def _due(self) -> None:
         if self.broken:
             return
-        if self.ready_at == math.inf:  # the first piece opens the first interval
-            self.ready_at = asyncio.get_running_loop().time() + self.writer.interval
+        if self.ready_at == math.inf:  # the first piece opens the first tick
+            self.ready_at = asyncio.get_running_loop().time() + self.writer.tick
         self.writer.mark(self)
 
     def take(self) -> list[Delta]:
