@@ -1,9 +1,11 @@
 """Who is calling: API keys → tenant, and the open development mode.
 
-Key lookups are cached for `auth_cache_seconds` (so a revoked key stops working
-within that time) to keep a database round trip off every request. The same bound
-holds for what a key handed out: stream tokens name the key that minted them, and
-open streams re-check their key (`still_valid`) as they poll.
+Key lookups are cached for `auth_cache_seconds`, to keep a database round trip off
+every request, and dropped when a key is created or revoked anywhere (`forget`, on
+the `taskservice_keys` notice): a revoked key stops working at once, within the
+cache's time should a notice be lost. The same holds for what a key handed out:
+stream tokens name the key that minted them, and open streams re-check their key
+(`still_valid`) as they poll.
 
 Open mode (requests without a key act as tenant `default`) is for a developer's
 loopback server before the first key: in `auto` mode it ends for good once any key
@@ -115,6 +117,14 @@ class Authenticator:
             self._principals.clear()
         self._principals[digest] = (principal, now + self.settings.auth_cache_seconds)
         return principal
+
+    def forget(self) -> None:
+        """A key was created or revoked (somewhere): look every key, and whether open
+        mode still holds, up again."""
+        self._principals.clear()
+        self._active.clear()
+        if math.isfinite(self._open_until):
+            self._open_until = 0.0
 
     async def _still_open(self) -> bool:
         now = time.monotonic()

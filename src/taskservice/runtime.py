@@ -5,7 +5,6 @@ The app factory and the CLI are the only callers: this is the composition root.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -18,12 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice.agents import AgentCatalog, load_plugins
 from taskservice.auth import Authenticator
 from taskservice.db import migrate
-from taskservice.db.embedded import start_embedded
+from taskservice.db.embedded import resolve_database_url
 from taskservice.db.engine import create_engine
 from taskservice.db.eventlog import EventLog
 from taskservice.db.keys import ApiKeyStore, service_secret
 from taskservice.db.leases import LeaseStore
 from taskservice.db.live import LiveStore
+from taskservice.db.notify import KEYS_CHANNEL
 from taskservice.db.sql import Database
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
@@ -47,13 +47,6 @@ from taskservice.worker.reaper import Reaper
 log = logging.getLogger(__name__)
 # API keys, readiness and service secrets: low-rate paths (key lookups are cached).
 _ENGINE_POOL_SIZE = 4
-
-
-async def resolve_database_url(settings: Settings) -> str:
-    """The configured server, else the embedded one in the data folder."""
-    if settings.database_url:
-        return settings.database_url
-    return await asyncio.to_thread(start_embedded, settings.data_dir)
 
 
 @dataclass
@@ -127,6 +120,10 @@ class Runtime:
                     settings.host,
                 )
             hub = EventHub(url)
+            # A key created or revoked anywhere holds at once here (and after a
+            # reconnect, whatever happened meanwhile).
+            hub.on_channel(KEYS_CHANNEL, lambda _payload: auth.forget())
+            hub.on_reconnect(auth.forget)
             dispatcher: Dispatcher | None = None
             if settings.webhooks_enabled:
                 # Made before the hub starts, which then LISTENs on its channel too.

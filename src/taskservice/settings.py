@@ -17,108 +17,247 @@ OFFLINE_MODEL = "offline"
 
 
 class Settings(BaseSettings):
+    """Every setting, with what it means: the README's configuration table is made
+    from these descriptions (`taskservice settings --markdown`; a test fails when the
+    two differ)."""
+
     model_config = SettingsConfigDict(env_prefix="TASKSERVICE_", extra="ignore")
 
-    # Storage. Without a URL an embedded PostgreSQL runs in `data_dir`.
-    database_url: str | None = None
-    data_dir: Path = Path(".taskservice")
-    db_pool_size: int = 20
+    # Storage.
+    database_url: str | None = Field(
+        default=None,
+        description="a PostgreSQL URL (`postgresql://user:pass@host/db`); unset: an embedded "
+        "PostgreSQL in `DATA_DIR` (the `embedded` extra)",
+    )
+    data_dir: Path = Field(
+        default=Path(".taskservice"), description="where the embedded PostgreSQL keeps its data"
+    )
+    db_pool_size: int = Field(
+        default=20,
+        description="connections per process for requests and workers (plus up to 4 for "
+        "admin paths, one for LISTEN, one for the heartbeat); also how many event streams "
+        "are set up at once",
+    )
 
     # HTTP.
-    host: str = "127.0.0.1"
-    port: int = 8000
-    # Where clients reach the service (the agent card's URLs), e.g. https://tasks.example.com;
-    # else each request's scheme and host (X-Forwarded-Proto, -Host and -Prefix honoured).
-    public_url: str | None = None
-    # The agent card carries the fields 0.3 clients read it by (`url`,
-    # `preferredTransport`, the scheme's `type`), as the official SDK's does; off: a
-    # strict 1.0 card, for deployments without 0.3 clients (the 0.3 methods still work).
-    a2a_card_v03_fields: bool = True
-    # `auto`: open as tenant "default" while no API key exists, on loopback only.
-    # `required`: every request needs a key, even with none created yet.
-    auth_mode: Literal["auto", "required", "open"] = "auto"
-    auth_cache_seconds: float = 5.0  # how long a key lookup is trusted (revocation delay)
-    # FastAPI's native OpenTelemetry (spans and metrics to the global providers). Off
-    # unless asked for: looking the providers up costs every request.
-    otel: bool = False
+    host: str = Field(default="127.0.0.1", description="where `serve` listens (also `--host`)")
+    port: int = Field(default=8000, description="where `serve` listens (also `--port`)")
+    public_url: str | None = Field(
+        default=None,
+        description="where clients reach the service, for the A2A card's URLs, e.g. "
+        "`https://tasks.example.com`; unset: each request's scheme and host "
+        "(`X-Forwarded-Proto`, `-Host` and `-Prefix` honoured)",
+    )
+    a2a_card_v03_fields: bool = Field(
+        default=True,
+        description="the A2A card carries the fields 0.3 clients read it by (`url`, "
+        "`preferredTransport`, the scheme's `type`), as the official SDK's does; `false`: "
+        "a strict 1.0 card (the 0.3 methods still work)",
+    )
+    auth_mode: Literal["auto", "required", "open"] = Field(
+        default="auto",
+        description="`auto`: open as tenant `default` on loopback until the first key is "
+        "created; `required`: every request needs a key, even with none created yet; "
+        "`open`: open on loopback even with keys",
+    )
+    auth_cache_seconds: float = Field(
+        default=5.0,
+        description="how long a key lookup is trusted; creating or revoking a key notifies "
+        "every process, which looks again at once, so this bounds it only when a notice is "
+        "lost",
+    )
+    otel: bool = Field(
+        default=False,
+        description="FastAPI's native OpenTelemetry, to the globally configured providers "
+        "(a span per request; an event stream's span ends once the stream is set up)",
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="origins allowed by CORS (comma-separated)"
+    )
 
     # Input limits.
-    max_body_bytes: int = 1_048_576
-    # JSON bodies may nest this deep (`jsonvalues`; stored JSON never nests deeper
-    # than jsonvalues.MAX_DEPTH, so this is capped there).
-    max_json_depth: int = Field(default=64, ge=2, le=200)
-    max_input_bytes: int = 262_144
-    max_metadata_bytes: int = 16_384
-    max_page_size: int = 200
-    default_page_size: int = 50
-    # `?count=exact` gives up past this (the total is then null, with a note).
-    count_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
+    max_body_bytes: int = Field(default=1_048_576, description="request body limit (413 beyond)")
+    max_json_depth: int = Field(
+        default=64,
+        ge=2,
+        le=200,
+        description="nesting allowed in a JSON body, REST and A2A (stored JSON never nests "
+        "deeper than 200)",
+    )
+    max_input_bytes: int = Field(default=262_144, description="a task's input (413 beyond)")
+    max_metadata_bytes: int = Field(default=16_384, description="a task's metadata (413 beyond)")
+    max_page_size: int = Field(default=200, description="cap on `limit`")
+    default_page_size: int = Field(default=50, description="`limit` when a list asks for none")
+    count_timeout_ms: int = Field(
+        default=1000,
+        ge=1,
+        le=60_000,
+        description="`?count=exact` gives up past this: `total` is null, `total_note` says why",
+    )
 
     # Observation.
-    max_wait_seconds: float = 60.0  # cap on GET /v1/tasks/{id}?wait=
-    # A plain MCP tools/call waits this long (at most max_wait_seconds) for its task.
-    mcp_call_seconds: float = 60.0
-    stream_poll_seconds: float = 10.0  # streams re-read the table this often without NOTIFY
-    stream_ping_seconds: float = 15.0  # keep-alive comments on idle streams
-    stream_send_timeout: float = 30.0  # a reader stalled this long is disconnected
-    stream_retry_ms: int = 2000  # the reconnect delay suggested to SSE clients
-    event_gap_timeout: float = 10.0  # a missing event id older than this is skipped
-    stream_token_secret: str | None = None  # else a key shared through the database
-    # Live output: a streaming model response's deltas reach event streams at most once
-    # per this interval per task (0: no deltas; complete messages only).
-    delta_interval_ms: int = Field(default=40, ge=0, le=10_000)
-    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    max_wait_seconds: float = Field(
+        default=60.0, description="cap on `?wait=` (long polls) and on A2A blocking sends"
+    )
+    mcp_call_seconds: float = Field(
+        default=60.0,
+        description="how long a plain MCP `tools/call` waits for its task (at most "
+        "`MAX_WAIT_SECONDS`)",
+    )
+    stream_poll_seconds: float = Field(
+        default=10.0, description="event streams re-read the tables this often without NOTIFY"
+    )
+    stream_ping_seconds: float = Field(
+        default=15.0, description="keep-alive comments on idle event streams (0: none)"
+    )
+    stream_send_timeout: float = Field(
+        default=30.0, description="an event stream's reader stalled this long is disconnected"
+    )
+    stream_retry_ms: int = Field(
+        default=2000, description="the reconnect delay suggested to SSE clients (`retry:`)"
+    )
+    stream_token_secret: str | None = Field(
+        default=None,
+        description="signs stream tokens (`POST /v1/stream-tokens`); unset: a key made once "
+        "and shared by every replica through the database",
+    )
+    event_gap_timeout: float = Field(
+        default=10.0,
+        description="a missing event id (a transaction not yet committed) older than this is "
+        "skipped by the firehose",
+    )
+    delta_interval_ms: int = Field(
+        default=40,
+        ge=0,
+        le=10_000,
+        description="live output: a streaming model's deltas reach event streams at most "
+        "once per this interval per task, within a quarter of it once due; 0: none (model "
+        "requests are not streamed; complete messages only)",
+    )
 
     # Agents. Model names are pydantic-ai model strings; "offline" needs no key.
-    default_model: str = OFFLINE_MODEL
-    allowed_models: Annotated[list[str], NoDecode] = Field(default_factory=lambda: [OFFLINE_MODEL])
-    default_system_prompt: str = "You are a helpful sub-agent. Answer the task concisely."
-    default_tools: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: ["report_progress", "ask_user"]
+    default_model: str = Field(
+        default=OFFLINE_MODEL, description="the model of tasks that name none (see Models)"
     )
-    default_request_limit: int = 20  # model requests per run; beyond: "maximum iterations"
-    agents_file: Path | None = None  # TOML or JSON agent profiles
-    demo_agent: bool = True  # the built-in offline `demo` profile (demo.py)
-    # Modules whose TOOLS and MODELS dicts add named tools and models.
-    plugins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    openai_base_url: str | None = None  # an OpenAI-compatible server for openai: models
-    openai_api_key: str | None = None  # else OPENAI_API_KEY
-    router_model: str | None = None  # picks among waiting tasks; None: the offline router
-    default_max_attempts: int = 3
+    allowed_models: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: [OFFLINE_MODEL],
+        description="the models a request may ask for (comma-separated; the default model "
+        "always is); `offline:<seconds>` too wherever `offline` is",
+    )
+    default_system_prompt: str = Field(
+        default="You are a helpful sub-agent. Answer the task concisely.",
+        description="the default profile's system prompt",
+    )
+    default_tools: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["report_progress", "ask_user"],
+        description="the default profile's tools",
+    )
+    default_request_limit: int = Field(
+        default=20,
+        description="model requests per run for the default profile; beyond: failed, "
+        "`maximum iterations`",
+    )
+    default_max_attempts: int = Field(
+        default=3, description="attempts of a task that sets no `max_attempts`"
+    )
+    agents_file: Path | None = Field(
+        default=None, description="more agent profiles (TOML or JSON; see Agents)"
+    )
+    demo_agent: bool = Field(
+        default=True,
+        description="offer the built-in offline `demo` profile (REST, A2A skills, MCP "
+        "tools); `false` leaves it out",
+    )
+    plugins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="modules adding `TOOLS` and `MODELS` (comma-separated)"
+    )
+    openai_base_url: str | None = Field(
+        default=None,
+        description="an OpenAI-compatible server for `openai:` and `openai-chat:` models",
+    )
+    openai_api_key: str | None = Field(default=None, description="its key; unset: `OPENAI_API_KEY`")
+    router_model: str | None = Field(
+        default=None,
+        description="the model `POST /v1/messages` asks to pick among waiting tasks; unset: "
+        "the offline router",
+    )
 
     # Workers.
-    workers_enabled: bool = True
-    worker_concurrency: int = 8
-    tenant_max_running: int | None = None  # per tenant, across all workers; None: no cap
-    lease_seconds: float = 30.0  # renewed every third of it
-    poll_interval: float = 2.0  # seconds; fallback when no NOTIFY arrives
-    outcome_retry_seconds: float = 30.0  # a worker retries its outcome write this long
-    reap_interval: float = 5.0  # seconds between reaper passes (jittered)
-    task_timeout_seconds: float = 600.0  # per attempt, unless the task sets its own
-    stall_seconds: float = 120.0  # a running task quiet this long gets a `stalled` event
-    # `log` events: lines kept per task (then one saying the rest were dropped; 0:
-    # none), and characters per line (longer ones are cut, with "…").
-    max_log_lines: int = Field(default=200, ge=0, le=100_000)
-    max_log_chars: int = Field(default=2000, ge=80, le=100_000)
-    shutdown_grace_seconds: float = 20.0  # for runs to finish before they are released
+    workers_enabled: bool = Field(
+        default=True, description="run workers in `serve` (also `serve --no-workers`)"
+    )
+    worker_concurrency: int = Field(default=8, description="agent runs at once per process")
+    tenant_max_running: int | None = Field(
+        default=None, description="running tasks per tenant across all workers; unset: no cap"
+    )
+    lease_seconds: float = Field(
+        default=30.0, description="a claimed task's lease; renewed every third of it"
+    )
+    poll_interval: float = Field(
+        default=2.0, description="seconds between claim polls when no notification arrives"
+    )
+    outcome_retry_seconds: float = Field(
+        default=30.0,
+        description="how long a worker retries its outcome write through a database outage",
+    )
+    reap_interval: float = Field(
+        default=5.0,
+        description="most seconds between reaper passes (jittered; sooner when a lease lapses)",
+    )
+    task_timeout_seconds: float = Field(
+        default=600.0, description="per attempt, unless the task sets `timeout_seconds`"
+    )
+    stall_seconds: float = Field(
+        default=120.0, description="a running task quiet this long gets a `stalled` event"
+    )
+    max_log_lines: int = Field(
+        default=200,
+        ge=0,
+        le=100_000,
+        description="`log` lines kept per task (then one saying the rest were dropped; 0: none)",
+    )
+    max_log_chars: int = Field(
+        default=2000,
+        ge=80,
+        le=100_000,
+        description="characters per `log` line (longer ones are cut, with `…`)",
+    )
+    shutdown_grace_seconds: float = Field(
+        default=20.0, description="for runs to finish on shutdown before they are released"
+    )
 
     # Webhooks.
-    webhooks_enabled: bool = True  # run the dispatcher in this process
-    webhook_concurrency: int = 32  # attempts in flight per process
-    webhook_timeout_seconds: float = 15.0  # a 2xx must arrive within this
-    # Delay before attempt 1, 2, 3 … of a delivery; its length is the number of
-    # attempts. Each delay gets +/- webhook_jitter of itself.
-    webhook_retry_schedule: Annotated[list[float], NoDecode] = Field(
-        default_factory=lambda: [0.0, 5, 300, 1800, 7200, 18000, 36000, 36000]
+    webhooks_enabled: bool = Field(
+        default=True, description="run the webhook dispatcher (also `--no-webhooks`)"
     )
-    webhook_jitter: float = Field(default=0.2, ge=0, le=1)
-    webhook_max_retry_after_seconds: float = 86_400.0  # a longer Retry-After is capped
-    webhook_disable_after_seconds: float = 5 * 86_400.0  # failing this long: disabled
-    webhook_secret_overlap_seconds: float = 86_400.0  # old secret still signs this long
-    webhook_allow_http: bool = False  # https only unless set
-    # Hosts and CIDRs admitted although private/loopback (internal alerting systems).
-    webhook_allow_targets: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    webhook_max_per_task: int = 10
+    webhook_concurrency: int = Field(default=32, description="attempts in flight per process")
+    webhook_timeout_seconds: float = Field(
+        default=15.0, description="a 2xx must arrive within this"
+    )
+    webhook_retry_schedule: Annotated[list[float], NoDecode] = Field(
+        default_factory=lambda: [0.0, 5, 300, 1800, 7200, 18000, 36000, 36000],
+        description="seconds before attempt 1, 2, 3 … (comma-separated); its length is the "
+        "number of attempts",
+    )
+    webhook_jitter: float = Field(
+        default=0.2, ge=0, le=1, description="each delay varies by ± this fraction"
+    )
+    webhook_max_retry_after_seconds: float = Field(
+        default=86_400.0, description="a receiver's longer `Retry-After` is capped at this"
+    )
+    webhook_disable_after_seconds: float = Field(
+        default=5 * 86_400.0, description="a webhook failing this long is disabled"
+    )
+    webhook_secret_overlap_seconds: float = Field(
+        default=86_400.0, description="default overlap of a rotated secret"
+    )
+    webhook_allow_http: bool = Field(default=False, description="allow `http://` targets")
+    webhook_allow_targets: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="CIDRs admitted although internal; host names, for their "
+        "private-network addresses only (comma-separated)",
+    )
+    webhook_max_per_task: int = Field(default=10, description="webhooks per task")
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod
@@ -171,3 +310,25 @@ def is_loopback_host(host: str) -> bool:
 
 def get_settings(**overrides: object) -> Settings:
     return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def _shown(value: object) -> str:
+    """A default as its environment variable would spell it."""
+    if value is None or value == []:
+        return "unset"
+    if isinstance(value, bool):
+        return "`true`" if value else "`false`"
+    if isinstance(value, int | float):
+        return str(int(value) if float(value).is_integer() else value)
+    if isinstance(value, list):
+        return "`" + ",".join(_shown(v).strip("`") for v in value) + "`"
+    return f"`{value}`"
+
+
+def markdown_table() -> str:
+    """The README's configuration table, one row per setting, from the descriptions."""
+    rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        rows.append(f"| `{name.upper()}` | {_shown(default)} | {field.description} |")
+    return "\n".join(rows) + "\n"

@@ -33,6 +33,10 @@ def test_embedded_postgres_serves_shares_and_survives_a_restart(tmp_path: Path) 
         assert postmaster is not None
         assert "OPEN development mode" in server.output()
         assert "OFFLINE model" in server.output()
+        # A quiet start: initdb's and pg_ctl's output, platformdirs' warning and
+        # alembic's dialect lines are debug matters.
+        for noise in ("initdb", "pg_ctl", "XDG_RUNTIME_DIR", "Context impl"):
+            assert noise not in server.output(), noise
         created = httpx.post(f"{server.url}/v1/tasks", json={"input": "remember me"})
         assert created.status_code == 201
         task_url = server.url + created.headers["location"]
@@ -45,6 +49,7 @@ def test_embedded_postgres_serves_shares_and_survives_a_restart(tmp_path: Path) 
         key = made.stdout.strip()
         assert key.startswith("tsk_")
         assert embedded_pid_of(data) == postmaster  # same server, still running
+        assert made.stderr.count("\n") <= 3, made.stderr
         # The new key is live on the running service, and anonymous access has ended.
         time.sleep(0.6)  # the open-mode check is cached for auth_cache_seconds
         assert httpx.get(f"{server.url}/v1/tasks").status_code == 401

@@ -9,6 +9,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice import __version__
 from taskservice.db import migrate
 from taskservice.db.tables import task_events, tasks
 from tests.conftest import allow_any_state
@@ -241,10 +242,11 @@ async def test_concurrent_retries_with_one_idempotency_key_create_one_task(
 
 
 async def test_health_and_readiness(client: httpx.AsyncClient) -> None:
-    assert (await client.get("/healthz")).json() == {"status": "ok", "schema_revision": None}
+    assert (await client.get("/healthz")).json() == {"status": "ok", "version": __version__}
     ready = await client.get("/readyz")
     assert ready.status_code == 200
     assert ready.json()["status"] == "ready"
+    assert ready.json()["version"] == __version__
     assert ready.json()["schema_revision"] == migrate.head_revision()
 
 

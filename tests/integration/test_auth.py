@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import httpx
@@ -68,6 +69,35 @@ async def test_a_revoked_key_stops_working(make_client: ClientFactory, db: Async
         assert (await client.get("/v1/tasks", headers=bearer(key))).status_code == 200
         await keys.revoke(record.id)
         assert (await client.get("/v1/tasks", headers=bearer(key))).status_code == 401
+
+
+async def test_keys_created_or_revoked_elsewhere_hold_at_once_despite_the_cache(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    """Key lookups are cached (here for a minute), but creating or revoking a key
+    notifies every process, which looks again: the first key ends open mode, and a
+    revocation holds, as soon as the notice arrives."""
+    keys = ApiKeyStore(db)  # as `taskservice keys` does, from another process
+    async with make_client(auth_cache_seconds=60) as client:
+        assert (await client.get("/v1/tasks")).status_code == 200  # open, and cached
+        key, record = await keys.create(tenant="acme")
+        await wait_for_status(client, 401)
+        assert (await client.get("/v1/tasks", headers=bearer(key))).status_code == 200
+        await keys.revoke(record.id)
+        await wait_for_status(client, 401, headers=bearer(key))
+
+
+async def wait_for_status(
+    client: httpx.AsyncClient, status: int, headers: dict[str, str] | None = None
+) -> None:
+    async def answered() -> bool:
+        return (await client.get("/v1/tasks", headers=headers)).status_code == status
+
+    for _ in range(50):
+        if await answered():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"still not {status} after 5 s")
 
 
 async def test_another_tenants_task_is_404_on_every_route(

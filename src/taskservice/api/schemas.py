@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -365,5 +365,15 @@ class StreamToken(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
-    schema_revision: str | None = None
+    """Alive: the process answers (nothing is read from the database)."""
+
+    status: Literal["ok"] = "ok"
+    version: str = Field(description="The service's version.")
+
+
+class Readiness(BaseModel):
+    """Ready: the database answers and its schema is the one this version runs on."""
+
+    status: Literal["ready"] = "ready"
+    version: str = Field(description="The service's version.")
+    schema_revision: str = Field(description="The database schema's migration revision.")

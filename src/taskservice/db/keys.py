@@ -13,6 +13,7 @@ import uuid
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice.db.notify import KEYS_CHANNEL
 from taskservice.db.tables import api_keys, service_secrets
 from taskservice.ids import uuid7
 from taskservice.models import ApiKey
@@ -36,6 +37,10 @@ def _from_row(row: object) -> ApiKey:
     )
 
 
+# Every process drops its cached lookups when a key is created or revoked.
+_CHANGED = select(func.pg_notify(KEYS_CHANNEL, ""))
+
+
 class ApiKeyStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -56,6 +61,7 @@ class ApiKeyStore:
         )
         async with self.engine.begin() as conn:
             row = (await conn.execute(stmt)).one()
+            await conn.execute(_CHANGED)
         return key, _from_row(row)
 
     async def find(self, key: str) -> tuple[str, uuid.UUID] | None:
@@ -93,6 +99,7 @@ class ApiKeyStore:
         )
         async with self.engine.begin() as conn:
             row = (await conn.execute(stmt)).first()
+            await conn.execute(_CHANGED)
         return _from_row(row) if row is not None else None
 
 

@@ -15,6 +15,9 @@ that writes the row, so a notice exists exactly when its row committed.
   subscription the state change matches; `db.webhook_subscriptions` sends it too when it makes a
   delivery due by other means (a late registration, a redelivery).
 
+- `taskservice_keys` (`KEYS_CHANNEL`): an API key was created or revoked
+  (`db.keys`, in that transaction): every process drops its cached key lookups, so
+  a revocation, or the first key ending open mode, holds at once on every replica.
 - `taskservice_deltas` (`db.live.DELTAS_CHANNEL`): live output, sent by the
   worker's flush statement itself (`db/live.py`), with the pieces in the payload;
   readers catch up from `task_live`.
@@ -33,6 +36,7 @@ from taskservice.db.engine import asyncpg_dsn
 
 EVENTS_CHANNEL = "taskservice_events"
 WEBHOOKS_CHANNEL = "taskservice_webhooks"
+KEYS_CHANNEL = "taskservice_keys"
 
 Callback = Callable[[Any, int, str, str], None]  # asyncpg's: (conn, pid, channel, payload)
 

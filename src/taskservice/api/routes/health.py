@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from taskservice import __version__
 from taskservice.api.deps import RuntimeDep
 from taskservice.api.errors import problem, problem_responses
-from taskservice.api.schemas import Health
+from taskservice.api.schemas import Health, Readiness
 from taskservice.db import TRANSIENT_ERRORS, migrate
 
 router = APIRouter(tags=["health"])
@@ -15,22 +16,22 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz", operation_id="healthz", response_model=Health, summary="Alive")
 async def healthz() -> Health:
-    return Health(status="ok")
+    return Health(version=__version__)
 
 
 @router.get(
     "/readyz",
     operation_id="readyz",
-    response_model=Health,
+    response_model=Readiness,
     responses=problem_responses(503),
     summary="Database reachable and schema at head",
 )
-async def readyz(runtime: RuntimeDep) -> Health | JSONResponse:
+async def readyz(runtime: RuntimeDep) -> Readiness | JSONResponse:
     try:
         revision = await migrate.current_revision(runtime.engine)  # reads the database
     except TRANSIENT_ERRORS as exc:
         return problem(503, "Not ready", f"database unreachable: {type(exc).__name__}")
     head = migrate.head_revision()
-    if revision != head:
+    if revision is None or revision != head:
         return problem(503, "Not ready", f"schema at {revision}, expected {head}")
-    return Health(status="ready", schema_revision=revision)
+    return Readiness(version=__version__, schema_revision=revision)
