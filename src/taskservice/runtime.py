@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice import metrics
 from taskservice.agents import AgentCatalog, load_plugins
 from taskservice.auth import Authenticator
 from taskservice.db import migrate
@@ -183,6 +184,15 @@ class Runtime:
             if dispatcher is not None:
                 await dispatcher.start()
                 stack.push_async_callback(dispatcher.stop)
+            if settings.metrics_port is not None:
+                await stack.enter_async_context(
+                    metrics.serving(
+                        settings.metrics_host,
+                        settings.metrics_port,
+                        service.queue,
+                        within=settings.metrics_cache_seconds,
+                    )
+                )
             router_model = (
                 catalog.model_for(settings.router_model) if settings.router_model else None
             )

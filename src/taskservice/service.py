@@ -309,6 +309,10 @@ class TaskService:
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
 
+    async def queue(self) -> dict[str, Any]:
+        """The whole service's queue, every tenant's (the metrics' gauges)."""
+        return await OverviewStore(self.store.db).queue()
+
     async def overview(self, *, tenant: str, minutes: int) -> dict[str, Any]:
         """The tenant's tasks at a glance (`db.overview`): live states, what finished
         per minute, the workers holding its tasks, the webhook outbox."""

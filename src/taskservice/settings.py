@@ -126,6 +126,19 @@ class Settings(BaseSettings):
         description="a missing event id (a transaction not yet committed) older than this is "
         "skipped by the firehose",
     )
+    metrics_port: int | None = Field(
+        default=None,
+        description="also serve `GET /metrics` on this port, without authentication (for "
+        "a scraper on a private network; the only way a `worker` process shows its "
+        "metrics); unset: only on the API's port, protected like the API",
+    )
+    metrics_host: str = Field(default="127.0.0.1", description="where `METRICS_PORT` listens")
+    metrics_cache_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="the queue's gauges (tasks by state, the webhook backlog …) are read "
+        "from the database at most this often, however many scrapes",
+    )
     delta_interval_ms: int = Field(
         default=40,
         ge=0,

@@ -32,6 +32,7 @@ from taskservice.agent_options import METADATA_KEYS
 from taskservice.errors import Conflict
 from taskservice.follow import moved_to
 from taskservice.ids import encode_status_cursor
+from taskservice.metrics import EVENT_STREAMS
 from taskservice.models import Delta, StatusQuery, Task, TaskEvent
 from taskservice.service import TaskService
 from taskservice.states import TaskState
@@ -181,26 +182,27 @@ class A2AHandler:
         between them, the answer's text as the model writes it (`ArtifactChunk`)."""
         follow = self.service.follower.follow(tenant=self.tenant, task_id=task.id, deltas=True)
         chunks: tuple[int, int] | None = None  # the (attempt, position) chunks extend
-        async with aclosing(follow) as changes:
-            async for change in changes:
-                if isinstance(change, Task):  # the snapshot, read once following
-                    yield await self.view(change, history_length)
-                    if ends(change.state):
+        with EVENT_STREAMS.labels("a2a").track_inprogress():
+            async with aclosing(follow) as changes:
+                async for change in changes:
+                    if isinstance(change, Task):  # the snapshot, read once following
+                        yield await self.view(change, history_length)
+                        if ends(change.state):
+                            return
+                        continue
+                    if isinstance(change, Delta):
+                        if change.kind != "text" or not change.text:
+                            continue  # the answer is text; tool calls and thinking are not
+                        message = (change.attempt, change.position)
+                        yield ArtifactChunk(task, change.text, append=message == chunks)
+                        chunks = message
+                        continue
+                    state = moved_to(change) if isinstance(change, TaskEvent) else None
+                    if state is None:
+                        continue
+                    current = await self.find(str(task.id))
+                    if state is TaskState.COMPLETED and current.state is TaskState.COMPLETED:
+                        yield TaskUpdate(current, state, artifact=True)
+                    yield TaskUpdate(current, state)
+                    if ends(state):
                         return
-                    continue
-                if isinstance(change, Delta):
-                    if change.kind != "text" or not change.text:
-                        continue  # the answer is text; tool calls and thinking are not
-                    message = (change.attempt, change.position)
-                    yield ArtifactChunk(task, change.text, append=message == chunks)
-                    chunks = message
-                    continue
-                state = moved_to(change) if isinstance(change, TaskEvent) else None
-                if state is None:
-                    continue
-                current = await self.find(str(task.id))
-                if state is TaskState.COMPLETED and current.state is TaskState.COMPLETED:
-                    yield TaskUpdate(current, state, artifact=True)
-                yield TaskUpdate(current, state)
-                if ends(state):
-                    return

@@ -25,6 +25,7 @@ from taskservice.api.routes import (
     health,
     mcp,
     messages,
+    metrics,
     overview,
     tasks,
     tokens,
@@ -34,6 +35,7 @@ from taskservice.api.routes import (
 from taskservice.api.sse import StreamGate, run_streams_after_routing
 from taskservice.api.streams import DeltaOut
 from taskservice.mcp import server as mcp_server
+from taskservice.metrics import http_metrics
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
 from taskservice.tools import ToolFunction
@@ -52,7 +54,14 @@ class TaskServiceApp(FastAPI):
 
     stream_gate: StreamGate | None = None
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._timed = http_metrics(self._guarded)  # every answer timed, errors included
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._timed(scope, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         await errors.guarded(self._route, scope, receive, send)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -127,6 +136,7 @@ def create_app(
     app.include_router(firehose.router)
     app.include_router(webhooks.router)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(ui.router)
     app.include_router(a2a.router)
     app.include_router(a2a_rest.router)

@@ -27,6 +27,7 @@ from taskservice.api.deps import CallerContext
 from taskservice.api.schemas import EventOut
 from taskservice.api.sse import LeanEventSourceResponse, keep_alive
 from taskservice.events import Watermark
+from taskservice.metrics import EVENT_STREAMS
 from taskservice.models import Delta, DeltaKind, EventFilter, Task
 from taskservice.service import TaskService
 from taskservice.settings import Settings
@@ -88,26 +89,27 @@ async def task_events(
         authorized=caller.authorized,  # revoking the key ends the stream
         deltas=not types or DELTA in types,
     )
-    async with aclosing(follow) as updates:
-        async for update in updates:
-            if update is None:
-                yield keep_alive()
-            elif isinstance(update, Delta):
-                # Ephemeral: no `id`, so a reconnect resumes after the last event.
-                yield ServerSentEvent(data=DeltaOut.of(update).model_dump_json(), event=DELTA)
-            elif isinstance(update, Task):
-                yield ServerSentEvent(
-                    data=TaskOut.of(update).model_dump_json(),
-                    event="snapshot",
-                    retry=settings.stream_retry_ms,
-                )
-            elif not types or update.type in types:
-                yield ServerSentEvent(
-                    data=EventOut.of(update).model_dump_json(),
-                    event=update.type,
-                    id=str(update.seq),
-                )
-            del update  # an idle stream keeps no task or event alive
+    with EVENT_STREAMS.labels("task").track_inprogress():
+        async with aclosing(follow) as updates:
+            async for update in updates:
+                if update is None:
+                    yield keep_alive()
+                elif isinstance(update, Delta):
+                    # Ephemeral: no `id`, so a reconnect resumes after the last event.
+                    yield ServerSentEvent(data=DeltaOut.of(update).model_dump_json(), event=DELTA)
+                elif isinstance(update, Task):
+                    yield ServerSentEvent(
+                        data=TaskOut.of(update).model_dump_json(),
+                        event="snapshot",
+                        retry=settings.stream_retry_ms,
+                    )
+                elif not types or update.type in types:
+                    yield ServerSentEvent(
+                        data=EventOut.of(update).model_dump_json(),
+                        event=update.type,
+                        id=str(update.seq),
+                    )
+                del update  # an idle stream keeps no task or event alive
 
 
 async def tenant_events(
@@ -123,7 +125,7 @@ async def tenant_events(
     event id), never past the watermark, so none is skipped or sent twice."""
     settings = service.settings
     yield ServerSentEvent(comment="taskservice firehose", retry=settings.stream_retry_ms)
-    with watermark.reading():
+    with EVENT_STREAMS.labels("firehose").track_inprogress(), watermark.reading():
         last = watermark.value if after is None else after
         while True:
             if not await authorized():

@@ -22,6 +22,7 @@ from sqlalchemy.types import Float, Integer, Interval, Text
 from taskservice.db.eventlog import LINE_NO, LINE_SEQ, NEXT_SEQ, append_events, append_with_line
 from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Row, Statement
+from taskservice.metrics import CLAIM_LATENCY
 from taskservice.models import Lease, Task
 
 
@@ -78,9 +79,12 @@ budget AS (
 ),
 picks AS (
     -- Locked per tenant, so the scan skips rows other claimers hold and goes on.
-    SELECT p.id, p.prior_state, b.tenant
+    SELECT p.id, p.prior_state, p.ready_at, b.tenant
     FROM budget b CROSS JOIN LATERAL (
-        SELECT id, state AS prior_state
+        -- ready_at: since when it is claimable (pending since its last change of
+        -- state; released: since its last event), for the claim latency metric.
+        SELECT id, state AS prior_state,
+               CASE WHEN state = 'pending' THEN status_at ELSE updated_at END AS ready_at
         FROM tasks
         WHERE tasks.tenant = b.tenant AND {_claimable("tasks")}
         ORDER BY id
@@ -89,7 +93,7 @@ picks AS (
     ) p
 ),
 c AS (
-    SELECT id, prior_state FROM picks
+    SELECT id, prior_state, ready_at FROM picks
 ),
 t AS (
     UPDATE tasks SET
@@ -101,7 +105,7 @@ t AS (
         started_at = coalesce(tasks.started_at, now()),
         updated_at = now()
     FROM c WHERE tasks.id = c.id
-    RETURNING tasks.*, c.prior_state
+    RETURNING tasks.*, c.prior_state, extract(epoch FROM now() - c.ready_at) AS waited
 ),
 e AS (
 {_CLAIMED_EVENT}
@@ -313,7 +317,10 @@ class LeaseStore:
             async with self.db.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", CLAIM_LOCK)
                 rows = await conn.fetch(_CLAIM.sql, *_CLAIM.args(params))
-        return [task_from_row(row) for row in rows]
+        claimed = [task_from_row(row) for row in rows]
+        for task, row in zip(claimed, rows, strict=True):
+            CLAIM_LATENCY.labels(task.agent.profile).observe(max(0.0, float(row["waited"])))
+        return claimed
 
     async def heartbeat(
         self, *, owner: str, leases: Iterable[tuple[uuid.UUID, int]], lease_seconds: float

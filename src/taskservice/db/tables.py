@@ -108,6 +108,14 @@ tasks = Table(
         "tenant",
         postgresql_where=text("state = 'running' AND lease_owner IS NOT NULL"),
     ),
+    # The queue's gauges (metrics, across tenants): the live tasks, by state, oldest
+    # first; few rows whatever the number of finished tasks.
+    Index(
+        "ix_tasks_live_state",
+        "state",
+        "id",
+        postgresql_where=text("state IN ('pending', 'running', 'input_required')"),
+    ),
     # The reaper: running tasks ordered by lease expiry.
     Index(
         "ix_tasks_lease_expiry",

@@ -37,6 +37,7 @@ from taskservice.db.tasks import TaskStore
 from taskservice.db.webhook_outbox import Claimed, OutboxStore, Outcome
 from taskservice.events import EventHub
 from taskservice.ids import new_worker_id
+from taskservice.metrics import WEBHOOK_ATTEMPTS, WEBHOOK_DURATION
 from taskservice.models import Task
 from taskservice.settings import Settings
 from taskservice.views import TaskOut
@@ -189,6 +190,8 @@ class Dispatcher:
     async def _attempt(self, claimed: Claimed, payload: str) -> None:
         try:
             outcome = await self._send(claimed, payload)
+            WEBHOOK_DURATION.observe(outcome.duration_ms / 1000)
+            WEBHOOK_ATTEMPTS.labels(_attempt_outcome(outcome)).inc()
             won = await self.store.record(
                 claimed,
                 outcome,
@@ -290,3 +293,12 @@ class Dispatcher:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.settings.webhook_max_retry_after_seconds))
         return delay
+
+
+def _attempt_outcome(outcome: Outcome) -> str:
+    """The webhook attempts metric's label."""
+    if outcome.succeeded:
+        return "delivered"
+    if outcome.disable_reason is not None:
+        return "gone"
+    return "retrying" if outcome.retry_in is not None else "given_up"

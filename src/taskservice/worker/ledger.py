@@ -32,6 +32,7 @@ from pydantic_ai.tools import DeferredToolResults
 
 from taskservice.db.sql import Row
 from taskservice.db.steps import Finished, LedgerStore
+from taskservice.metrics import MODEL_REQUESTS, MODEL_TOKENS
 from taskservice.models import Lease, Task
 from taskservice.service import TaskService
 from taskservice.states import TaskState
@@ -255,6 +256,7 @@ class RunLedger(RunHooks):
             data = {"position": position, "kind": message.kind, "parts": summary(message)}
             events.append({"type": "message", "data": data})
             if isinstance(message, ModelResponse):
+                _count(self.task.agent.model, message)
                 events.append({"type": "usage", "data": dict(self.usage)})
                 calls += [
                     {
@@ -364,3 +366,11 @@ class RunLedger(RunHooks):
 
     async def _write(self, events: list[dict[str, Any]]) -> None:
         self._check(await self.store.append_events(self.task.id, lease=self.lease, events=events))
+
+
+def _count(model: str, response: ModelResponse) -> None:
+    """A model response, into the metrics (by the task's model: an allowed name,
+    not the provider's dated one)."""
+    MODEL_REQUESTS.labels(model).inc()
+    MODEL_TOKENS.labels(model, "input").inc(response.usage.input_tokens or 0)
+    MODEL_TOKENS.labels(model, "output").inc(response.usage.output_tokens or 0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -32,6 +33,7 @@ from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import Finished, LedgerStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.ids import new_worker_id
+from taskservice.metrics import INTERRUPTIONS, RUN_DURATION
 from taskservice.models import Lease, Task
 from taskservice.service import TaskService
 from taskservice.settings import Settings
@@ -130,6 +132,8 @@ class WorkerPool:
             OUTAGE.failed(f"task {task_id} release", exc)
             log.info("task %s: could not release; its lease will expire", task_id)
             return
+        if released:
+            INTERRUPTIONS.labels("released").inc()
         log.info("task %s: %s", task_id, "released" if released else "no longer ours")
 
     @property
@@ -186,12 +190,14 @@ class WorkerPool:
     async def _execute(self, task: Task, lease: Lease) -> None:
         timeout = task.timeout_seconds or self.settings.task_timeout_seconds
         deadline = asyncio.get_running_loop().time() + timeout
+        started, ended = time.perf_counter(), "stopped"
         try:
             ledger = self._ledgers[task.id] = RunLedger(self.ledger, self.service, task, lease)
             while True:
                 outcome = await self._run_agent(task, ledger, deadline)
                 self._finishing.add(task.id)
                 if await self._finish(task, ledger, outcome):
+                    ended = _ended(outcome)
                     break
                 # Follow-ups arrived as it completed: the run goes on with them.
                 self._finishing.discard(task.id)
@@ -204,6 +210,7 @@ class WorkerPool:
             OUTAGE.failed(f"task {task.id}", exc)
             log.info("task %s: run stopped, its ledger could not be written", task.id)
         finally:
+            RUN_DURATION.labels(task.agent.profile, ended).observe(time.perf_counter() - started)
             self.heartbeat.drop(task.id)
             self._finishing.discard(task.id)
             self._runs.pop(task.id, None)
@@ -218,6 +225,7 @@ class WorkerPool:
             async with asyncio.timeout_at(deadline):
                 return await self.executor.run(task, ledger)
         except TimeoutError:
+            INTERRUPTIONS.labels("timed_out").inc()
             message = f"the run exceeded its timeout of {timeout:g} s"
             ledger.stage_log("error", f"{message}; the run was stopped")
             return Failed({"type": "timeout", "message": message}, ledger.usage)
@@ -289,3 +297,12 @@ class WorkerPool:
         elif target is TaskState.INPUT_REQUIRED:
             await self.ledger.resume_parents(parent_id=task.id)
         return True
+
+
+def _ended(outcome: Outcome) -> str:
+    """The run duration metric's outcome label."""
+    if isinstance(outcome, Completed):
+        return "completed"
+    if isinstance(outcome, NeedsInput):
+        return "input_required"
+    return "timed_out" if outcome.error.get("type") == "timeout" else "failed"

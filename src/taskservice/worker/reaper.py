@@ -27,6 +27,7 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.live import LiveStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import LedgerStore
+from taskservice.metrics import INTERRUPTIONS
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 
@@ -71,6 +72,9 @@ class Reaper:
                     task["parent_id"], task["id"], TaskState.FAILED, task["error"]
                 )
         stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
+        INTERRUPTIONS.labels("recovered").inc(recovered)
+        INTERRUPTIONS.labels("exhausted").inc(len(failed))
+        INTERRUPTIONS.labels("stalled").inc(stalled)
         # Backstop for parents whose resume was missed (a process stopped between a
         # subtask's end and its parent's resume).
         recovered += await self.ledger.resume_parents()

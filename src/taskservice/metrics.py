@@ -1,0 +1,242 @@
+"""Prometheus metrics (`GET /metrics`, or `TASKSERVICE_METRICS_PORT`), with
+prometheus-client's default registry (its process and GC metrics included).
+
+Two kinds, so that several processes and replicas add up:
+
+- what each process does, counted by that process: claims, runs, model requests
+  and tokens, interruptions, webhook attempts, open streams, HTTP requests. Every
+  process is scraped (each replica, each `worker`, on its own port when it serves
+  no API), and Prometheus sums them; no label names a tenant or a task;
+- the queue as the database sees it (`QueueGauges`): tasks by live state, the
+  oldest pending task's age, the webhook backlog and how overdue its oldest
+  delivery is, the workers holding leases. Read by whichever process is scraped, at
+  most once per `METRICS_CACHE_SECONDS` (concurrent scrapes share the read), from
+  small partial indexes: the same figures from every replica, so take one, not
+  the sum (`max by` the metric).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+_PREFIX = "taskservice_"
+
+CLAIM_LATENCY = Histogram(
+    _PREFIX + "claim_latency_seconds",
+    "From a task becoming claimable (submitted, answered, recovered, released) to a "
+    "worker claiming it.",
+    ["agent"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
+)
+RUN_DURATION = Histogram(
+    _PREFIX + "run_duration_seconds",
+    "An attempt's run, from its claim to its outcome (or to its stop).",
+    ["agent", "outcome"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+)
+MODEL_REQUESTS = Counter(
+    _PREFIX + "model_requests", "Model responses received, by the task's model.", ["model"]
+)
+MODEL_TOKENS = Counter(
+    _PREFIX + "model_tokens",
+    "Tokens of model requests (`input`) and responses (`output`), by the task's model.",
+    ["model", "direction"],
+)
+INTERRUPTIONS = Counter(
+    _PREFIX + "task_interruptions",
+    "Runs that did not end by themselves: `recovered` (a lease lapsed), `exhausted` "
+    "(recovered on its last attempt: failed), `released` (a worker shutting down), "
+    "`stalled` (quiet too long), `timed_out`.",
+    ["kind"],
+)
+WEBHOOK_ATTEMPTS = Counter(
+    _PREFIX + "webhook_attempts",
+    "Webhook delivery attempts: `delivered`, `retrying` (failed, another attempt is "
+    "due), `given_up` (failed, the schedule is spent), `gone` (410: disabled).",
+    ["outcome"],
+)
+WEBHOOK_DURATION = Histogram(
+    _PREFIX + "webhook_attempt_duration_seconds",
+    "A webhook attempt, from the send to the receiver's answer (or the error).",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+EVENT_STREAMS = Gauge(
+    _PREFIX + "event_streams_open",
+    "Event streams open on this process: `task` (REST), `firehose`, `a2a`.",
+    ["kind"],
+)
+HTTP_DURATION = Histogram(
+    _PREFIX + "http_request_duration_seconds",
+    "HTTP requests, by method, route template and status: until the last byte of the "
+    "answer, or for an event stream until it starts.",
+    ["method", "route", "status"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60),
+)
+
+# The queue's gauges: name → help.
+QUEUE_GAUGES = {
+    "tasks": "Tasks in a live state (`state`), across tenants.",
+    "oldest_pending_age_seconds": "How long the oldest pending task has waited (0: none).",
+    "webhook_backlog": "Webhook deliveries waiting for an attempt (due or scheduled).",
+    "webhook_oldest_due_age_seconds": "How overdue the most overdue delivery is (0: none).",
+    "workers_with_leases": "Worker processes holding a lease on a running task.",
+}
+
+
+class QueueGauges(Collector):
+    """The queue as last read from the database (by `refresh`), collected with the
+    process's own metrics."""
+
+    def __init__(self) -> None:
+        self.values: Mapping[str, Any] = {}
+        self.read_at = -float("inf")  # monotonic
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def refresh(
+        self, read: Callable[[], Awaitable[Mapping[str, Any]]], *, within: float
+    ) -> None:
+        """Read the queue unless a read is less than `within` seconds old; concurrent
+        callers wait for one read."""
+        if time.monotonic() - self.read_at < within:
+            return
+        lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            if time.monotonic() - self.read_at < within:
+                return
+            self.values = await read()
+            self.read_at = time.monotonic()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        values = self.values
+        if not values:
+            return
+        tasks = GaugeMetricFamily(_PREFIX + "tasks", QUEUE_GAUGES["tasks"], labels=["state"])
+        for state in ("pending", "running", "input_required"):
+            tasks.add_metric([state], float(values.get(state) or 0))
+        yield tasks
+        for name in list(QUEUE_GAUGES)[1:]:
+            yield GaugeMetricFamily(_PREFIX + name, QUEUE_GAUGES[name], value=float(values[name]))
+
+
+QUEUE = QueueGauges()
+REGISTRY.register(QUEUE)
+
+
+def http_metrics(app: Any) -> Any:
+    """ASGI middleware timing each HTTP request into `HTTP_DURATION`, labelled with
+    the route's template (`/v1/tasks/{task_id}`), never the path itself."""
+
+    async def timed(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+        done = False
+
+        def observe() -> None:
+            nonlocal done
+            done = True
+            route = scope.get("route")
+            HTTP_DURATION.labels(
+                scope["method"], getattr(route, "path", "unmatched"), str(status)
+            ).observe(time.perf_counter() - started)
+
+        async def sending(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                await send(message)
+                if any(
+                    k == b"content-type" and v.startswith(b"text/event-stream")
+                    for k, v in message.get("headers", ())
+                ):
+                    observe()  # a stream: how long it took to start
+                return
+            await send(message)
+            if (
+                not done
+                and message["type"] == "http.response.body"
+                and not message.get("more_body")
+            ):
+                observe()
+
+        try:
+            await app(scope, receive, sending)
+        finally:
+            if not done:
+                observe()  # failed or disconnected before its last byte
+
+    return timed
+
+
+def exposition(accept: str | None) -> tuple[bytes, str]:
+    """This process's metrics, in the format `accept` asks for (Prometheus text, or
+    OpenMetrics), with its content type."""
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(REGISTRY), content_type
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    host: str, port: int, read: Callable[[], Awaitable[Mapping[str, Any]]], *, within: float
+) -> AsyncIterator[None]:
+    """`GET /metrics` on a port of its own, without authentication (for a scraper on
+    a private network, and for `worker` processes, which serve no API), while the
+    block runs."""
+    import uvicorn
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] != "/metrics":
+            await _answer(send, 404, b"only /metrics here\n", "text/plain; charset=utf-8")
+            return
+        await QUEUE.refresh(read, within=within)
+        headers = dict(scope["headers"])
+        body, content_type = exposition(headers.get(b"accept", b"").decode("latin-1"))
+        await _answer(send, 200, body, content_type)
+
+    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
+    server = _quiet_server(config)
+    running = asyncio.create_task(server.serve(), name="metrics-server")
+    try:
+        while not server.started:
+            if running.done():
+                running.result()  # it could not start: raise why
+                raise RuntimeError(f"the metrics server on {host}:{port} stopped")
+            await asyncio.sleep(0.01)
+        yield
+    finally:
+        server.should_exit = True
+        await asyncio.gather(running, return_exceptions=True)
+
+
+def _quiet_server(config: Any) -> Any:
+    """uvicorn's server, leaving signals to the process's own server or runner."""
+    import uvicorn
+
+    server = uvicorn.Server(config)
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    return server
+
+
+async def _answer(send: Any, status: int, body: bytes, content_type: str) -> None:
+    headers = [
+        (b"content-type", content_type.encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
