@@ -8,6 +8,7 @@ import asyncio
 import gc
 import json
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from taskservice.logs import LogFormat, configure
 from taskservice.settings import Settings, get_settings
 
 log = logging.getLogger("taskservice")
@@ -27,12 +29,8 @@ class _OnlyMigrations(logging.Filter):
         return record.getMessage().startswith("Running ")
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _configure_logging(level: str, fmt: LogFormat) -> None:
+    configure(level, fmt)
     if logging.getLogger().isEnabledFor(logging.DEBUG):
         return
     # Quiet at INFO: alembic's plugins and dialect, the embedded PostgreSQL's initdb
@@ -80,7 +78,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         lifespan="on",
-        log_level=args.log_level.lower(),
+        log_config=None,  # its loggers go through ours (`logs.configure`): one format
+        log_level=settings.log_level.lower(),
         access_log=args.access_log,
         timeout_graceful_shutdown=int(settings.lease_seconds),
     )
@@ -246,8 +245,6 @@ EXIT_UNREACHABLE = 4
 
 
 def _client(args: argparse.Namespace) -> Any:
-    import os
-
     from taskservice.client import TaskClient
 
     url = args.url or os.environ.get("TASKSERVICE_URL", "http://127.0.0.1:8000")
@@ -349,7 +346,7 @@ def _add_remote(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="taskservice", description=__doc__)
-    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-level", help="debug, info, warning, error (TASKSERVICE_LOG_LEVEL)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP API (and workers, unless --no-workers)")
@@ -426,8 +423,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pydantic import ValidationError
+
     args = build_parser().parse_args(argv)
-    _configure_logging(args.log_level)
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        print(f"error: a TASKSERVICE_ setting is not valid: {exc}", file=sys.stderr)
+        return 2
+    if args.log_level is not None:
+        os.environ["TASKSERVICE_LOG_LEVEL"] = args.log_level  # the commands' settings too
+    _configure_logging(args.log_level or settings.log_level, settings.log_format)
     result: int = args.func(args)
     return result
 

@@ -126,6 +126,14 @@ class Settings(BaseSettings):
         description="a missing event id (a transaction not yet committed) older than this is "
         "skipped by the firehose",
     )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`text`: readable lines; `json`: one JSON object per line, with "
+        "`task_id`, `tenant`, `worker`, `attempt` and the trace's ids wherever they apply",
+    )
+    log_level: str = Field(
+        default="info", description="`debug`, `info`, `warning` or `error` (also `--log-level`)"
+    )
     metrics_port: int | None = Field(
         default=None,
         description="also serve `GET /metrics` on this port, without authentication (for "

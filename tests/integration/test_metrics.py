@@ -140,10 +140,10 @@ async def test_open_event_streams_are_a_gauge(make_live: LiveFactory, store: Tas
         async with client.stream(
             "GET", f"/v1/tasks/{task.id}/events", headers={"Accept": "text/event-stream"}
         ) as response:
-            async for event in read_events(response):
-                assert event.event == "snapshot"
-                break
+            events = read_events(response)  # kept open (not broken out of) while scraping
+            assert (await anext(events)).event == "snapshot"
             during = value(await scrape(client), "taskservice_event_streams_open", kind="task")
+            await events.aclose()
         assert during == before + 1
 
         async def closed() -> bool:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 
+from taskservice import logs
 from taskservice.errors import NotFound, Unauthorized
 from taskservice.events import Watermark
 from taskservice.ids import parse_uuid
@@ -96,6 +97,7 @@ async def get_runtime(request: Request) -> Runtime:
 async def get_caller(request: Request) -> CallerContext:
     runtime: Runtime = request.app.state.runtime
     who = await runtime.auth.authenticate(request.headers.get("authorization"))
+    _annotate(request, who.tenant)
     return CallerContext(tenant=who.tenant, runtime=runtime, key_id=who.key_id)
 
 
@@ -121,7 +123,13 @@ async def get_reader(
             raise Unauthorized("this stream token is for one task only")
     elif not grant.allows(parse_uuid(request.path_params["task_id"])):
         raise NotFound(f"task {request.path_params.get('task_id')} not found")
+    _annotate(request, grant.tenant)
     return CallerContext(tenant=grant.tenant, runtime=runtime, key_id=grant.key_id, via_token=True)
+
+
+def _annotate(request: Request, tenant: str) -> None:
+    """The request's log lines (its access line too) name its tenant and task."""
+    logs.annotate(tenant=tenant, task_id=request.path_params.get("task_id"))
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

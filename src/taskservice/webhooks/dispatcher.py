@@ -29,6 +29,7 @@ from typing import Any
 
 import httpcore
 
+from taskservice import logs
 from taskservice.claims import ClaimLoop
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.notify import WEBHOOKS_CHANNEL
@@ -188,6 +189,7 @@ class Dispatcher:
             self._inflight[delivery.id] = (attempt, delivery)
 
     async def _attempt(self, claimed: Claimed, payload: str) -> None:
+        logs.annotate(task_id=claimed.task_id, tenant=claimed.tenant, worker=self.dispatcher_id)
         try:
             outcome = await self._send(claimed, payload)
             WEBHOOK_DURATION.observe(outcome.duration_ms / 1000)

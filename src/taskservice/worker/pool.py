@@ -26,6 +26,7 @@ import time
 import uuid
 from typing import Any
 
+from taskservice import logs
 from taskservice.claims import ClaimLoop
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
@@ -188,6 +189,10 @@ class WorkerPool:
     # -- running ----------------------------------------------------------------
 
     async def _execute(self, task: Task, lease: Lease) -> None:
+        # A task of its own (`_start`): every line logged for this run names it.
+        logs.annotate(
+            task_id=task.id, tenant=task.tenant, worker=self.worker_id, attempt=lease.attempt
+        )
         timeout = task.timeout_seconds or self.settings.task_timeout_seconds
         deadline = asyncio.get_running_loop().time() + timeout
         started, ended = time.perf_counter(), "stopped"

@@ -1,0 +1,86 @@
+"""Logging: readable text by default, or one JSON object per line
+(`TASKSERVICE_LOG_FORMAT=json`, with python-json-logger), each line carrying what it
+is about wherever that is known:
+
+- `task_id`, `tenant`, `worker`, `attempt`: set (`annotate`) in the context of an
+  agent run by the worker pool, of a webhook attempt by the dispatcher, and of an
+  API request once its caller is known (`tenant`, and `task_id` on a task's routes);
+  each of those runs as an asyncio task of its own, with its own copy of the context,
+  so every line logged in it (the service's, pydantic-ai's, a tool's, uvicorn's
+  access line) has them, and no other line does;
+- `trace_id` and `span_id`: the OpenTelemetry span in force, when one records.
+
+uvicorn's own loggers go through the same handler, so a JSON log has no line of
+another shape.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextvars import ContextVar
+from typing import Any, Literal
+
+from opentelemetry import trace
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
+
+LogFormat = Literal["text", "json"]
+FIELDS = ("task_id", "tenant", "worker", "attempt")
+_BOUND: ContextVar[dict[str, Any]] = ContextVar("taskservice_log_fields", default={})  # noqa: B039
+_TEXT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def annotate(**fields: Any) -> None:
+    """Add `fields` to every line logged in this context from now on (an API
+    request's task, once its caller is known: each request runs in a context of its
+    own)."""
+    _BOUND.set({**_BOUND.get(), **{k: str(v) for k, v in fields.items() if v is not None}})
+
+
+class _Context(logging.Filter):
+    """Puts the bound fields and the current span's ids on each record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in _BOUND.get().items():
+            setattr(record, key, value)
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            record.trace_id = format(span.trace_id, "032x")
+            record.span_id = format(span.span_id, "016x")
+        return True
+
+
+class _Json(JsonFormatter):
+    def __init__(self) -> None:
+        super().__init__(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            timestamp=False,
+            json_ensure_ascii=False,
+            # uvicorn's `color_message` repeats the message with terminal colours.
+            reserved_attrs=[*RESERVED_ATTRS, "color_message"],
+        )
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        # ISO 8601 in UTC, to the millisecond: what log stores parse without a hint.
+        from datetime import UTC, datetime
+
+        return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+
+
+def handler(fmt: LogFormat, stream: Any = None) -> logging.Handler:
+    """A handler writing `fmt` lines to `stream` (standard error)."""
+    made = logging.StreamHandler(stream or sys.stderr)
+    made.addFilter(_Context())
+    made.setFormatter(_Json() if fmt == "json" else logging.Formatter(_TEXT))
+    return made
+
+
+def configure(level: str, fmt: LogFormat = "text") -> None:
+    """The root logger's one handler, on standard error, in `fmt`."""
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler(fmt))
+    root.setLevel(level.upper())
