@@ -51,6 +51,7 @@ class NewTask:
     context_id: str | None = None
     idempotency_key: str | None = None
     request_hash: str | None = None
+    detached: bool = False  # a subtask that outlives its parent's failure or cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,7 @@ class Task:
     finished_at: datetime | None
     followups: int = 0  # follow-up messages queued for it (`Followup`)
     followups_read: int = 0  # how many of them its runs have written into the conversation
+    detached: bool = False  # a subtask not cancelled when its parent fails or is cancelled
 
     @property
     def questions(self) -> list[dict[str, Any]]:

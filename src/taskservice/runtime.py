@@ -99,7 +99,9 @@ class Runtime:
             )
             live = LiveStore(db)
             # First, so that a process that lives only briefly still reaps.
-            reaper = Reaper(leases=LeaseStore(db), ledger=ledger, settings=settings, live=live)
+            reaper = Reaper(
+                leases=LeaseStore(db), ledger=ledger, tasks=store, settings=settings, live=live
+            )
             reaper.start()
             stack.push_async_callback(reaper.stop)
             keys = ApiKeyStore(engine)

@@ -106,6 +106,7 @@ class TaskService:
         timeout_seconds: float | None = None,
         idempotency_key: str | None = None,
         webhooks: Sequence[WebhookRequest] = (),
+        detached: bool = False,
     ) -> tuple[Task, bool]:
         """Create a pending task. Returns (task, created); created is False when the
         idempotency key was used before with the same request.
@@ -121,6 +122,8 @@ class TaskService:
         spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)
         if parent_id is not None and await self.store.get(parent_id, tenant=tenant) is None:
             raise InvalidRequest(f"parent task {parent_id} does not exist", field="parent_id")
+        if detached and parent_id is None:
+            raise InvalidRequest("only a subtask (with a parent_id) is detached", field="detached")
         if webhooks and self.webhooks is None:
             raise InvalidRequest("webhooks are not available here", field="webhooks")
         prepared = await self.webhooks.prepare_all(webhooks) if self.webhooks else []
@@ -138,6 +141,8 @@ class TaskService:
                 "max_attempts": max_attempts,
                 "timeout_seconds": timeout_seconds,
             }
+            if detached:  # keeps the hash of other requests as it was
+                request["detached"] = True
             if webhooks:  # keeps the hash of requests without webhooks as it was
                 request["webhooks"] = [
                     {"url": w.url, "states": sorted(w.states), "secret": w.secret} for w in webhooks
@@ -154,17 +159,25 @@ class TaskService:
             context_id=context_id,
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            detached=detached,
         )
         return await self._create(
             new, also=self._subscriber(tenant, prepared) if prepared else None
         )
 
     async def spawn(
-        self, parent: Task, *, call_id: str, input: str, system_prompt: str | None = None
+        self,
+        parent: Task,
+        *,
+        call_id: str,
+        input: str,
+        system_prompt: str | None = None,
+        detached: bool = False,
     ) -> Task:
         """A subtask a running agent starts (its `spawn_subtask` tool): checked like any
         submit; it inherits the parent's tenant, agent, context and limits. One subtask
-        per tool call: a call executed again (a resumed run) gets the same child."""
+        per tool call: a call executed again (a resumed run) gets the same child.
+        `detached`: it is not cancelled when the parent fails or is cancelled."""
         metadata = {"spawned_by": {"task_id": str(parent.id), "tool_call_id": call_id}}
         check_new_task(input, metadata, (system_prompt,), self.settings)
         agent = parent.agent
@@ -180,6 +193,7 @@ class TaskService:
             parent_id=parent.id,
             context_id=parent.context_id,
             idempotency_key=f"subtask:{parent.id}:{call_id}",
+            detached=detached,
         )
         task, _ = await self._create(new)
         return task
@@ -308,6 +322,16 @@ class TaskService:
                     await self.ledger.subtask_ended(parent, cancelled.id, cancelled.state, reason)
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
+
+    async def end_subtasks(self, parent: Task) -> int:
+        """`parent` failed (or timed out): cancel its live subtasks, but those spawned
+        detached, with theirs (cause `parent_failed`, `parent_timeout`)."""
+        timed_out = (parent.error or {}).get("type") == "timeout"
+        return await self.store.cancel_subtasks(
+            parent.id,
+            cause="parent_timeout" if timed_out else "parent_failed",
+            reason=f"its parent task {'timed out' if timed_out else 'failed'}",
+        )
 
     async def queue(self) -> dict[str, Any]:
         """The whole service's queue, every tenant's (the metrics' gauges)."""

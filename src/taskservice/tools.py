@@ -51,7 +51,9 @@ class RunHooks(Protocol):
         dropped)."""
         ...
 
-    async def spawn(self, call_id: str, input: str, system_prompt: str | None) -> str: ...
+    async def spawn(
+        self, call_id: str, input: str, system_prompt: str | None, detached: bool
+    ) -> str: ...
 
     async def subtasks(self) -> list[dict[str, Any]] | None:
         """The subtasks' outcomes when all have finished; None while some run."""
@@ -96,12 +98,13 @@ async def ask_user(ctx: RunContext[RunHooks], question: str) -> str:
 
 
 async def spawn_subtask(
-    ctx: RunContext[RunHooks], input: str, system_prompt: str | None = None
+    ctx: RunContext[RunHooks], input: str, system_prompt: str | None = None, detached: bool = False
 ) -> str:
     """Start a subtask that works on `input` in parallel; returns its task id. Use
-    wait_for_subtasks to collect the results."""
+    wait_for_subtasks to collect the results. A subtask is cancelled if this task fails
+    or is cancelled, unless `detached` (it then runs to its own end regardless)."""
     try:
-        return await ctx.deps.spawn(ctx.tool_call_id or "", input, system_prompt)
+        return await ctx.deps.spawn(ctx.tool_call_id or "", input, system_prompt, detached)
     except ServiceError as exc:  # refused as any submit would be: the model can fix it
         if isinstance(exc, DatabaseUnavailable):
             raise

@@ -32,6 +32,9 @@ class TaskOut(BaseModel):
     agent: AgentOut
     metadata: dict[str, Any]
     parent_id: uuid.UUID | None = None
+    detached: bool = Field(
+        default=False, description="A subtask that is not cancelled with its parent."
+    )
     context_id: str | None = None
     attempt: int
     max_attempts: int
@@ -57,6 +60,7 @@ class TaskOut(BaseModel):
             agent=AgentOut(**task.agent.to_json()),
             metadata=task.metadata,
             parent_id=task.parent_id,
+            detached=task.detached,
             context_id=task.context_id,
             attempt=task.attempt,
             max_attempts=task.max_attempts,

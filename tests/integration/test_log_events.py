@@ -262,7 +262,7 @@ async def test_a_subtask_failed_by_the_reaper_is_a_line_of_its_parent(
     assert claimed.id == child.id
     await expire(db, child.id)
     ledger = LedgerStore(store.db, log_cap=10, log_chars=settings.max_log_chars)
-    await Reaper(leases=leases, ledger=ledger, settings=settings).pass_once()
+    await Reaper(leases=leases, ledger=ledger, tasks=store, settings=settings).pass_once()
     events = await event_types(db, child.id)
     assert [(kind, data.get("level"), data.get("to")) for _, kind, data in events[-2:]] == [
         ("log", "error", None),

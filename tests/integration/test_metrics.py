@@ -113,7 +113,7 @@ async def test_interruptions_and_webhook_attempts_are_counted(
         await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
         await expire(db, task.id)
         ledger = LedgerStore(store.db, log_cap=10, log_chars=settings.max_log_chars)
-        await Reaper(leases=leases, ledger=ledger, settings=settings).pass_once()
+        await Reaper(leases=leases, ledger=ledger, tasks=store, settings=settings).pass_once()
         hook = {"url": receiver.url(), "states": ["pending", "completed"]}
         submitted = await client.post("/v1/tasks", json={"input": "x", "webhooks": [hook]})
         assert submitted.status_code == 201

@@ -231,6 +231,11 @@ class TaskCreate(Request):
         "when the field of that name is absent; both given, they must agree.",
     )
     parent_id: uuid.UUID | None = None
+    detached: bool = Field(
+        default=False,
+        description="With `parent_id`: the subtask runs on when its parent fails, times "
+        "out or is cancelled (by default it is cancelled with it).",
+    )
     context_id: str | None = Field(default=None, min_length=1, max_length=200)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(

@@ -40,6 +40,8 @@ def task_from_row(row: Row) -> Task:
         # A webhook snapshot from before migration 0009 has no follow-ups.
         followups=row.get("followups", 0),
         followups_read=row.get("followups_read", 0),
+        # A webhook snapshot from before migration 0012 has no `detached`.
+        detached=row.get("detached", False),
     )
 
 
@@ -72,4 +74,5 @@ def pending_task(new: NewTask, row: Row) -> Task:
         status_at=row["created_at"],
         started_at=None,
         finished_at=None,
+        detached=new.detached,
     )

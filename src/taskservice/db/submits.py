@@ -36,15 +36,16 @@ WITH r AS (
     SELECT *
     FROM unnest(
         $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[],
-        $7::text[], $8::text[], $9::text[], $10::int[], $11::float8[]
+        $7::text[], $8::text[], $9::text[], $10::int[], $11::float8[], $12::bool[]
     ) AS r(id, tenant, input, agent, metadata, parent_id, context_id,
-           idempotency_key, request_hash, max_attempts, timeout_seconds)
+           idempotency_key, request_hash, max_attempts, timeout_seconds, detached)
 ), t AS (
     INSERT INTO tasks (id, tenant, state, input, agent, metadata, parent_id, context_id,
                        idempotency_key, request_hash, max_attempts, timeout_seconds,
-                       event_seq)
+                       detached, event_seq)
     SELECT id, tenant, 'pending', input::jsonb, agent::jsonb, metadata::jsonb, parent_id,
-           context_id, idempotency_key, request_hash, max_attempts, timeout_seconds, 1
+           context_id, idempotency_key, request_hash, max_attempts, timeout_seconds,
+           detached, 1
     FROM r
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, tenant, created_at
@@ -65,6 +66,7 @@ _FIELDS = (
     "request_hash",
     "max_attempts",
     "timeout_seconds",
+    "detached",
 )
 _JSON_FIELDS = frozenset({"input", "agent", "metadata"})
 # Larger batches gain little once the commit is shared, and hold more submits back

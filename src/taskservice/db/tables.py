@@ -58,6 +58,8 @@ tasks = Table(
     Column("agent", JSONB, nullable=False),  # {profile, system_prompt, model}
     Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("parent_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="SET NULL")),
+    # Spawned to outlive its parent: not cancelled when the parent fails or is cancelled.
+    Column("detached", Boolean, nullable=False, server_default=text("false")),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with

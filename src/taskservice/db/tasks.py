@@ -116,35 +116,77 @@ SELECT t.* FROM t JOIN e ON e.task_id = t.id
 _CASCADE_EVENT = append_events(
     type="'state_change'",
     data="""jsonb_build_object('from', t.prior_state, 'to', 'cancelled',
-                  'reason', :v_cancel_reason, 'cause', 'parent_cancelled',
-                  'parent_id', t.parent_id)""",
+                  'reason', t.cancel_reason, 'cause', t.cause, 'parent_id', t.parent_id)""",
 )
-# Cancel every live task below a cancelled one (any depth), each with its event.
-# FOR UPDATE re-reads a row changed meanwhile, so a child that completed a moment
-# ago is left alone.
-_CANCEL_DESCENDANTS = Statement(
-    text(f"""
-WITH RECURSIVE tree AS (
-    SELECT id FROM tasks WHERE parent_id = :p_id
+
+
+def _cancel_tree(roots: str) -> str:
+    """Cancel the live tasks `roots` selects (`id`, `cause`, `reason`) and every live
+    task below them, at any depth, except below a detached one (each with its event:
+    `cause` for a root, `parent_cancelled` further down; the root's reason). FOR
+    UPDATE re-reads a row changed meanwhile, so a task that completed a moment ago
+    is left alone."""
+    return f"""
+WITH RECURSIVE roots AS (
+{roots}
+),
+tree AS (
+    SELECT id, cause, reason FROM roots
     UNION
-    SELECT tasks.id FROM tasks JOIN tree ON tasks.parent_id = tree.id
+    SELECT tasks.id, 'parent_cancelled'::text, tree.reason
+    FROM tasks JOIN tree ON tasks.parent_id = tree.id
+    WHERE NOT tasks.detached
 ),
 live AS (
-    SELECT id, state AS prior_state FROM tasks
-    WHERE id IN (SELECT id FROM tree) AND state IN ('pending', 'running', 'input_required')
-    FOR UPDATE
+    SELECT tasks.id, tasks.state AS prior_state, tree.cause, tree.reason
+    FROM tasks JOIN tree ON tasks.id = tree.id
+    WHERE tasks.state IN ('pending', 'running', 'input_required')
+    FOR UPDATE OF tasks
 ),
 t AS (
-    UPDATE tasks SET state = 'cancelled', cancel_reason = :v_cancel_reason,
+    UPDATE tasks SET state = 'cancelled', cancel_reason = live.reason,
                      finished_at = now(), updated_at = now(),
                      lease_owner = NULL, lease_expires_at = NULL, {NEXT_SEQ}
     FROM live WHERE tasks.id = live.id AND tasks.state = live.prior_state
-    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.parent_id, live.prior_state
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.parent_id, tasks.cancel_reason,
+              live.prior_state, live.cause
 )
 {_CASCADE_EVENT}
-""").bindparams(
-        bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("v_cancel_reason", type_=Text)
+"""
+
+
+# The live subtasks of a task that ended (cancelled, failed, timed out), but those
+# spawned detached, with theirs.
+_CANCEL_SUBTASKS = Statement(
+    text(
+        _cancel_tree("""
+    SELECT id, CAST(:v_cause AS text) AS cause, CAST(:v_cancel_reason AS text) AS reason
+    FROM tasks WHERE parent_id = :p_id AND NOT detached""")
+    ).bindparams(
+        bindparam("p_id", type_=UUID(as_uuid=True)),
+        bindparam("v_cancel_reason", type_=Text),
+        bindparam("v_cause", type_=Text),
     )
+)
+# The reaper's backstop: live subtasks (not detached) of a parent that ended failed or
+# cancelled without taking them along (it ended while no process was up to, or a
+# subtask was spawned as its parent ended). Read through ix_tasks_live_state.
+_CANCEL_ORPHANS = Statement(
+    text(
+        _cancel_tree("""
+    SELECT c.id,
+           CASE WHEN p.state = 'cancelled' THEN 'parent_cancelled'
+                WHEN p.error ->> 'type' = 'timeout' THEN 'parent_timeout'
+                ELSE 'parent_failed' END AS cause,
+           CASE WHEN p.state = 'cancelled' THEN p.cancel_reason
+                WHEN p.error ->> 'type' = 'timeout' THEN 'its parent task timed out'
+                ELSE 'its parent task failed' END AS reason
+    FROM tasks c JOIN tasks p ON p.id = c.parent_id
+    WHERE c.state IN ('pending', 'running', 'input_required') AND NOT c.detached
+      AND p.state IN ('failed', 'cancelled')
+    ORDER BY c.id
+    LIMIT :p_limit""")
+    ).bindparams(bindparam("p_limit", type_=Integer))
 )
 
 _ANSWER_CALLS = Statement(
@@ -209,6 +251,7 @@ class TaskStore:
             "request_hash": new.request_hash,
             "max_attempts": new.max_attempts,
             "timeout_seconds": new.timeout_seconds,
+            "detached": new.detached,
         }
         created: Row | None
         if also is None:
@@ -361,11 +404,30 @@ class TaskStore:
             row = await conn.fetchrow(statement.sql, *statement.args(params))
             if row is None:
                 return None
-            below = await conn.fetch(_CANCEL_DESCENDANTS.sql, *_CANCEL_DESCENDANTS.args(params))
+            params |= {"v_cause": "parent_cancelled"}
+            below = await conn.fetch(_CANCEL_SUBTASKS.sql, *_CANCEL_SUBTASKS.args(params))
             # Tool calls under way when the run stops never report back: close them.
             ids = [task_id, *(r["task_id"] for r in below)]
             await conn.execute(_FAIL_OPEN_CALLS.sql, *_FAIL_OPEN_CALLS.args({"p_ids": ids}))
         return task_from_row(row)
+
+    async def cancel_subtasks(self, parent_id: uuid.UUID, *, cause: str, reason: str) -> int:
+        """Cancel the live subtasks of a task that ended (but the detached ones), with
+        theirs; how many were cancelled."""
+        params = {"p_id": parent_id, "v_cause": cause, "v_cancel_reason": reason}
+        return await self._cancel_tree(_CANCEL_SUBTASKS, params)
+
+    async def cancel_orphans(self, *, limit: int = 100) -> int:
+        """The reaper's backstop (`_CANCEL_ORPHANS`); how many were cancelled."""
+        return await self._cancel_tree(_CANCEL_ORPHANS, {"p_limit": limit})
+
+    async def _cancel_tree(self, statement: Statement, params: dict[str, Any]) -> int:
+        async with self.db.connection() as conn, conn.transaction():
+            cancelled = await conn.fetch(statement.sql, *statement.args(params))
+            ids = [row["task_id"] for row in cancelled]
+            if ids:
+                await conn.execute(_FAIL_OPEN_CALLS.sql, *_FAIL_OPEN_CALLS.args({"p_ids": ids}))
+        return len(ids)
 
     async def provide_input(
         self, task_id: uuid.UUID, *, tenant: str, answers: Mapping[str, str]

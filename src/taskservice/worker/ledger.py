@@ -335,11 +335,17 @@ class RunLedger(RunHooks):
     async def tool_deferred(self, call_id: str, name: str, arguments: Any) -> None:
         await self._call(call_id, name, arguments, "pending")
 
-    async def spawn(self, call_id: str, input: str, system_prompt: str | None) -> str:
+    async def spawn(
+        self, call_id: str, input: str, system_prompt: str | None, detached: bool = False
+    ) -> str:
         child = await self.service.spawn(
-            self.task, call_id=call_id, input=input, system_prompt=system_prompt
+            self.task,
+            call_id=call_id,
+            input=input,
+            system_prompt=system_prompt,
+            detached=detached,
         )
-        await self.log("info", f"spawned subtask {child.id}")
+        await self.log("info", f"spawned {'detached ' * detached}subtask {child.id}")
         return str(child.id)
 
     async def subtasks(self) -> list[dict[str, Any]] | None:

@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from taskservice import logs
@@ -244,6 +245,17 @@ class WorkerPool:
             error = {"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
             return Failed(error, ledger.usage)
 
+    async def _end_subtasks(self, task: Task, error: dict[str, Any]) -> None:
+        """A failed task's subtasks end with it (but the detached); should the database
+        be away, the reaper's orphan sweep does it."""
+        try:
+            ended = await self.service.end_subtasks(replace(task, error=error))
+        except TRANSIENT_ERRORS as exc:
+            OUTAGE.failed(f"task {task.id} subtasks", exc)
+            return
+        if ended:
+            log.info("task %s: failed; %d of its subtasks cancelled", task.id, ended)
+
     async def _write_outcome(
         self, task: Task, ledger: RunLedger, target: TaskState, values: dict[str, Any]
     ) -> Finished | None:
@@ -297,6 +309,8 @@ class WorkerPool:
             return True
         # Parked parents resume when their last subtask finishes; a parent that just
         # parked may find its subtasks already done.
+        if target is TaskState.FAILED:
+            await self._end_subtasks(task, values["error"])
         if target.is_terminal and task.parent_id is not None:
             await self.ledger.subtask_ended(task.parent_id, task.id, target, values.get("error"))
         elif target is TaskState.INPUT_REQUIRED:

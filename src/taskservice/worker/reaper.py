@@ -13,7 +13,9 @@ the processes around it live (a crash-looping worker that reaped only after a
 whole interval never reaped at all).
 
 Each pass also sweeps the live output (`task_live`) of tasks no longer running the
-attempt that wrote it: a finished run's, or a dead worker's.
+attempt that wrote it: a finished run's, or a dead worker's; and cancels the live
+subtasks (but the detached) of parents that failed or were cancelled without taking
+them along.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.live import LiveStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import LedgerStore
+from taskservice.db.tasks import TaskStore
 from taskservice.metrics import INTERRUPTIONS
 from taskservice.settings import Settings
 from taskservice.states import TaskState
@@ -46,11 +49,13 @@ class Reaper:
         *,
         leases: LeaseStore,
         ledger: LedgerStore,
+        tasks: TaskStore,
         settings: Settings,
         live: LiveStore | None = None,
     ) -> None:
         self.leases = leases
         self.ledger = ledger
+        self.tasks = tasks
         self.live = live
         self.settings = settings
         self._loop: asyncio.Task[None] | None = None
@@ -72,6 +77,9 @@ class Reaper:
                     task["parent_id"], task["id"], TaskState.FAILED, task["error"]
                 )
         stalled = await self.leases.mark_stalled(stall_seconds=self.settings.stall_seconds)
+        # Subtasks of parents that failed (just above, too) or were cancelled without
+        # taking them along: the backstop of `WorkerPool._end_subtasks`.
+        orphans = await self.tasks.cancel_orphans()
         INTERRUPTIONS.labels("recovered").inc(recovered)
         INTERRUPTIONS.labels("exhausted").inc(len(failed))
         INTERRUPTIONS.labels("stalled").inc(stalled)
@@ -80,12 +88,14 @@ class Reaper:
         recovered += await self.ledger.resume_parents()
         if self.live is not None:
             await self.live.sweep()
-        if recovered or failed or stalled:
+        if recovered or failed or stalled or orphans:
             log.info(
-                "reaper: %d recovered, %d failed (no attempts left), %d stalled",
+                "reaper: %d recovered, %d failed (no attempts left), %d stalled, "
+                "%d orphaned subtasks cancelled",
                 recovered,
                 len(failed),
                 stalled,
+                orphans,
             )
         return await self.leases.next_expiry()
 

@@ -102,6 +102,7 @@ async def create_task(body: TaskCreate, request: Request) -> Response:
         model=body.model,
         metadata=body.metadata,
         parent_id=body.parent_id,
+        detached=body.detached,
         context_id=body.context_id,
         max_attempts=body.max_attempts,
         timeout_seconds=body.timeout_seconds,
