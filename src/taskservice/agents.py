@@ -53,6 +53,7 @@ from taskservice.tools import (
     ToolFunction,
     ledgered,
 )
+from taskservice.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +261,7 @@ class AgentCatalog:
     settings: Settings
     models: Mapping[str, Model] = field(default_factory=dict)
     tools: Mapping[str, ToolFunction] = field(default_factory=dict)
+    tracing: Tracing = field(default_factory=lambda: Tracing(False))
 
     def __post_init__(self) -> None:
         self._http: httpx2.AsyncClient | None = None  # for OpenAI-compatible providers
@@ -320,7 +322,7 @@ class AgentCatalog:
                 self._http = httpx2.AsyncClient(
                     timeout=httpx2.Timeout(600, connect=10),
                     event_hooks={
-                        "request": [retries.on_request],
+                        "request": [retries.on_request, self._trace_request],
                         "response": [retries.on_response],
                     },
                 )
@@ -332,6 +334,21 @@ class AgentCatalog:
             )
             return OpenAIChatModel(model_name, provider=OpenAIProvider(openai_client=client))
         return name  # a pydantic-ai model string, resolved (and keyed) by pydantic-ai
+
+    async def _trace_request(self, request: httpx2.Request) -> None:
+        """A model request carries the trace it belongs to (the model request's span)."""
+        self.tracing.inject(request.headers)
+
+    def _instrumentation(self) -> list[Any]:
+        """pydantic-ai's own spans (the agent run, each model request and tool call),
+        when tracing is on; prompts and answers in them only if asked for."""
+        if not self.tracing.enabled:
+            return []
+        from pydantic_ai.capabilities import Instrumentation
+        from pydantic_ai.models.instrumented import InstrumentationSettings
+
+        content = self.settings.otel_include_content
+        return [Instrumentation(settings=InstrumentationSettings(include_content=content))]
 
     def build(self, spec: AgentSpec) -> Agent[RunHooks, Any]:
         """Agents hold no per-run state: one per spec serves every run of it."""
@@ -350,6 +367,8 @@ class AgentCatalog:
                 for name in profile.tools
             ],
             toolsets=[toolset(server, self.settings) for server in profile.mcp_servers],
+            capabilities=self._instrumentation(),
+            name=spec.profile,  # the agent's spans are named after its profile
         )
         if len(self._agents) >= _AGENT_CACHE_SIZE:
             self._agents.pop(next(iter(self._agents)))  # oldest first

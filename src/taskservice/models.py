@@ -52,6 +52,7 @@ class NewTask:
     idempotency_key: str | None = None
     request_hash: str | None = None
     detached: bool = False  # a subtask that outlives its parent's failure or cancel
+    trace_context: dict[str, str] | None = None  # the span it continues (`tracing`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,7 @@ class Task:
     followups: int = 0  # follow-up messages queued for it (`Followup`)
     followups_read: int = 0  # how many of them its runs have written into the conversation
     detached: bool = False  # a subtask not cancelled when its parent fails or is cancelled
+    trace_context: dict[str, str] | None = None  # W3C headers of the span it continues
 
     @property
     def questions(self) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.tokens import StreamTokens
 from taskservice.tools import ToolFunction
+from taskservice.tracing import Tracing
 from taskservice.webhooks.dispatcher import Dispatcher, PushFormats
 from taskservice.webhooks.subscriptions import WebhookService
 from taskservice.worker.executor import Executor
@@ -106,10 +107,12 @@ class Runtime:
             stack.push_async_callback(reaper.stop)
             keys = ApiKeyStore(engine)
             plugin_models, plugin_tools = load_plugins(settings.plugins)
+            tracing = Tracing(settings.otel)
             catalog = AgentCatalog(
                 settings,
                 models={**plugin_models, **(models or {})},
                 tools={**plugin_tools, **(tools or {})},
+                tracing=tracing,
             )
             stack.push_async_callback(catalog.aclose)
             auth = Authenticator(keys, settings)
@@ -136,6 +139,7 @@ class Runtime:
                     hub=hub,
                     settings=settings,
                     push_formats=push_formats,
+                    tracing=tracing,
                 )
             feed = LiveFeed(hub, live)  # before the hub starts: it LISTENs for deltas too
             await hub.start()
@@ -160,6 +164,7 @@ class Runtime:
                 watchers=watchers,
                 webhooks=webhooks,
                 live=feed,
+                tracing=tracing,
             )
             pool: WorkerPool | None = None
             if workers:
@@ -180,6 +185,7 @@ class Runtime:
                     hub=hub,
                     settings=settings,
                     database_url=url,
+                    tracing=tracing,
                 )
                 await pool.start()
                 stack.push_async_callback(pool.stop)

@@ -46,6 +46,7 @@ from taskservice.models import (
 )
 from taskservice.settings import Settings
 from taskservice.states import TaskState
+from taskservice.tracing import Tracing
 from taskservice.webhooks.subscriptions import Prepared, WebhookRequest, WebhookService
 
 # A cancel re-reads and retries when the task moved under it; the state machine has
@@ -73,7 +74,9 @@ class TaskService:
         watchers: TaskWatchers | None = None,
         webhooks: WebhookService | None = None,
         live: LiveFeed | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
+        self.tracing = tracing or Tracing(False)
         self.watchers = watchers
         self._follower = (
             TaskFollower(store=store, log=log, watchers=watchers, settings=settings, live=live)
@@ -160,6 +163,7 @@ class TaskService:
             idempotency_key=idempotency_key,
             request_hash=request_hash,
             detached=detached,
+            trace_context=self.tracing.carrier(),  # the submitting request's span
         )
         return await self._create(
             new, also=self._subscriber(tenant, prepared) if prepared else None
@@ -194,6 +198,7 @@ class TaskService:
             context_id=parent.context_id,
             idempotency_key=f"subtask:{parent.id}:{call_id}",
             detached=detached,
+            trace_context=self.tracing.carrier(),  # the parent's run: one trace
         )
         task, _ = await self._create(new)
         return task

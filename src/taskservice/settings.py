@@ -68,8 +68,15 @@ class Settings(BaseSettings):
     )
     otel: bool = Field(
         default=False,
-        description="FastAPI's native OpenTelemetry, to the globally configured providers "
-        "(a span per request; an event stream's span ends once the stream is set up)",
+        description="OpenTelemetry traces, to the globally configured providers: FastAPI's "
+        "span per request (an event stream's ends once it is set up), and one trace per "
+        "task from its submit through its claims, runs, model requests, tool calls and "
+        "webhook attempts, `traceparent` going out on model and webhook requests",
+    )
+    otel_include_content: bool = Field(
+        default=False,
+        description="with `OTEL`, pydantic-ai's spans carry the prompts, answers and tool "
+        "arguments too (off: they may hold what tenants would not have exported)",
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="origins allowed by CORS (comma-separated)"

@@ -22,7 +22,6 @@ from sqlalchemy.types import Float, Integer, Interval, Text
 from taskservice.db.eventlog import LINE_NO, LINE_SEQ, NEXT_SEQ, append_events, append_with_line
 from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Row, Statement
-from taskservice.metrics import CLAIM_LATENCY
 from taskservice.models import Lease, Task
 
 
@@ -82,7 +81,7 @@ picks AS (
     SELECT p.id, p.prior_state, p.ready_at, b.tenant
     FROM budget b CROSS JOIN LATERAL (
         -- ready_at: since when it is claimable (pending since its last change of
-        -- state; released: since its last event), for the claim latency metric.
+        -- state; released: since its last event), for the claim latency.
         SELECT id, state AS prior_state,
                CASE WHEN state = 'pending' THEN status_at ELSE updated_at END AS ready_at
         FROM tasks
@@ -305,6 +304,16 @@ class LeaseStore:
     async def claim(
         self, *, owner: str, limit: int, lease_seconds: float, tenant_cap: int | None = None
     ) -> list[Task]:
+        claimed = await self.claim_timed(
+            owner=owner, limit=limit, lease_seconds=lease_seconds, tenant_cap=tenant_cap
+        )
+        return [task for task, _ in claimed]
+
+    async def claim_timed(
+        self, *, owner: str, limit: int, lease_seconds: float, tenant_cap: int | None = None
+    ) -> list[tuple[Task, float]]:
+        """Claim tasks (see `_CLAIM`), each with how long it waited to be claimed: the
+        seconds since it became claimable (submitted, answered, recovered, released)."""
         params = {
             "p_cap": tenant_cap,
             "p_limit": limit,
@@ -317,10 +326,7 @@ class LeaseStore:
             async with self.db.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", CLAIM_LOCK)
                 rows = await conn.fetch(_CLAIM.sql, *_CLAIM.args(params))
-        claimed = [task_from_row(row) for row in rows]
-        for task, row in zip(claimed, rows, strict=True):
-            CLAIM_LATENCY.labels(task.agent.profile).observe(max(0.0, float(row["waited"])))
-        return claimed
+        return [(task_from_row(row), max(0.0, float(row["waited"]))) for row in rows]
 
     async def heartbeat(
         self, *, owner: str, leases: Iterable[tuple[uuid.UUID, int]], lease_seconds: float

@@ -42,6 +42,7 @@ def task_from_row(row: Row) -> Task:
         followups_read=row.get("followups_read", 0),
         # A webhook snapshot from before migration 0012 has no `detached`.
         detached=row.get("detached", False),
+        trace_context=row.get("trace_context"),
     )
 
 
@@ -75,4 +76,5 @@ def pending_task(new: NewTask, row: Row) -> Task:
         started_at=None,
         finished_at=None,
         detached=new.detached,
+        trace_context=new.trace_context,
     )

@@ -36,16 +36,18 @@ WITH r AS (
     SELECT *
     FROM unnest(
         $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[],
-        $7::text[], $8::text[], $9::text[], $10::int[], $11::float8[], $12::bool[]
+        $7::text[], $8::text[], $9::text[], $10::int[], $11::float8[], $12::bool[],
+        $13::text[]
     ) AS r(id, tenant, input, agent, metadata, parent_id, context_id,
-           idempotency_key, request_hash, max_attempts, timeout_seconds, detached)
+           idempotency_key, request_hash, max_attempts, timeout_seconds, detached,
+           trace_context)
 ), t AS (
     INSERT INTO tasks (id, tenant, state, input, agent, metadata, parent_id, context_id,
                        idempotency_key, request_hash, max_attempts, timeout_seconds,
-                       detached, event_seq)
+                       detached, trace_context, event_seq)
     SELECT id, tenant, 'pending', input::jsonb, agent::jsonb, metadata::jsonb, parent_id,
            context_id, idempotency_key, request_hash, max_attempts, timeout_seconds,
-           detached, 1
+           detached, trace_context::jsonb, 1
     FROM r
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, tenant, created_at
@@ -67,8 +69,10 @@ _FIELDS = (
     "max_attempts",
     "timeout_seconds",
     "detached",
+    "trace_context",
 )
-_JSON_FIELDS = frozenset({"input", "agent", "metadata"})
+_JSON_FIELDS = frozenset({"input", "agent", "metadata", "trace_context"})
+_NULLABLE_JSON = frozenset({"trace_context"})  # None is SQL NULL, not JSON null
 # Larger batches gain little once the commit is shared, and hold more submits back
 # when PostgreSQL rejects the batch and it goes row by row.
 MAX_BATCH = 128
@@ -77,6 +81,8 @@ MAX_IN_FLIGHT = 2
 
 
 def _encode(name: str, value: Any) -> Any:
+    if value is None and name in _NULLABLE_JSON:
+        return None
     return dumps_json(value) if name in _JSON_FIELDS else value
 
 

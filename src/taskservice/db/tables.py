@@ -60,6 +60,8 @@ tasks = Table(
     Column("parent_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="SET NULL")),
     # Spawned to outlive its parent: not cancelled when the parent fails or is cancelled.
     Column("detached", Boolean, nullable=False, server_default=text("false")),
+    # W3C trace context headers of the span it continues (tracing on), else NULL.
+    Column("trace_context", JSONB),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with

@@ -252,6 +252,7 @@ class TaskStore:
             "max_attempts": new.max_attempts,
             "timeout_seconds": new.timeout_seconds,
             "detached": new.detached,
+            "trace_context": new.trace_context,
         }
         created: Row | None
         if also is None:

@@ -50,6 +50,7 @@ class Claimed:
     url: str
     secrets: tuple[str, ...]  # every secret in force: the current one, then the previous
     a2a: dict[str, Any] | None = None  # an A2A push config's version, token, authentication
+    trace_context: dict[str, str] | None = None  # the task's (`tracing`)
 
     @classmethod
     def of(cls, row: Row) -> Claimed:
@@ -71,6 +72,7 @@ class Claimed:
             url=row["url"],
             secrets=tuple(secrets),
             a2a=row["a2a"],
+            trace_context=row.get("trace_context"),
         )
 
 
@@ -111,7 +113,8 @@ WHERE d.id = due.id AND s.id = d.subscription_id
 RETURNING d.id, d.subscription_id, d.task_id, d.tenant, d.state, d.event_seq,
           d.occurred_at, d.attempts, d.schedule_step, d.payload,
           d.task_snapshot IS NOT NULL AS has_snapshot, s.url, s.secret, s.previous_secret,
-          coalesce(s.previous_secret_expires_at > now(), false) AS previous_in_force, s.a2a
+          coalesce(s.previous_secret_expires_at > now(), false) AS previous_in_force, s.a2a,
+          (SELECT trace_context FROM tasks WHERE tasks.id = d.task_id) AS trace_context
 """,
     p_limit=Integer,
     p_dispatcher=Text,

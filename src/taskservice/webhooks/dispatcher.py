@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpcore
+from opentelemetry.trace import SpanKind
 
 from taskservice import logs
 from taskservice.claims import ClaimLoop
@@ -41,6 +42,7 @@ from taskservice.ids import new_worker_id
 from taskservice.metrics import WEBHOOK_ATTEMPTS, WEBHOOK_DURATION
 from taskservice.models import Task
 from taskservice.settings import Settings
+from taskservice.tracing import Tracing, failed
 from taskservice.views import TaskOut
 from taskservice.webhooks import signing
 from taskservice.webhooks.http import Answer, Sender
@@ -115,7 +117,9 @@ class Dispatcher:
         settings: Settings,
         resolver: Resolver = system_resolver,
         push_formats: PushFormats | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
+        self.tracing = tracing or Tracing(False)
         self.store = store
         self.tasks = tasks
         self.settings = settings
@@ -191,7 +195,22 @@ class Dispatcher:
     async def _attempt(self, claimed: Claimed, payload: str) -> None:
         logs.annotate(task_id=claimed.task_id, tenant=claimed.tenant, worker=self.dispatcher_id)
         try:
-            outcome = await self._send(claimed, payload)
+            about = {
+                "taskservice.task_id": str(claimed.task_id),
+                "taskservice.delivery_id": str(claimed.id),
+                "taskservice.attempt": claimed.attempt,
+                "url.full": claimed.url,
+            }
+            attempt = self.tracing.span(
+                "webhook.attempt", claimed.trace_context, kind=SpanKind.CLIENT, attributes=about
+            )
+            with attempt as span:
+                outcome = await self._send(claimed, payload)
+                if span is not None:
+                    if outcome.status_code is not None:
+                        span.set_attribute("http.response.status_code", outcome.status_code)
+                    if outcome.error is not None:
+                        failed(span, outcome.error)
             WEBHOOK_DURATION.observe(outcome.duration_ms / 1000)
             WEBHOOK_ATTEMPTS.labels(_attempt_outcome(outcome)).inc()
             won = await self.store.record(
@@ -249,6 +268,7 @@ class Dispatcher:
             headers = signing.headers(
                 claimed.secrets, message_id=str(claimed.id), timestamp=int(time.time()), body=body
             )
+            self.tracing.inject(headers)  # the attempt's span: the receiver's trace goes on
             content_type = "application/json"
             if claimed.a2a is not None:  # what A2A asks of a push notification
                 headers |= a2a_headers(claimed.a2a)

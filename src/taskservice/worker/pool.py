@@ -27,6 +27,8 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from opentelemetry.trace import SpanKind
+
 from taskservice import logs
 from taskservice.claims import ClaimLoop
 from taskservice.db import TRANSIENT_ERRORS
@@ -35,11 +37,12 @@ from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import Finished, LedgerStore
 from taskservice.events import EventHub, EventNotice
 from taskservice.ids import new_worker_id
-from taskservice.metrics import INTERRUPTIONS, RUN_DURATION
+from taskservice.metrics import CLAIM_LATENCY, INTERRUPTIONS, RUN_DURATION
 from taskservice.models import Lease, Task
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.states import TaskState
+from taskservice.tracing import Tracing, failed
 from taskservice.worker.executor import Completed, Executor, Failed, NeedsInput, Outcome
 from taskservice.worker.heartbeat import Heartbeat
 from taskservice.worker.ledger import LeaseLost, RunLedger
@@ -64,8 +67,10 @@ class WorkerPool:
         hub: EventHub,
         settings: Settings,
         database_url: str,
+        tracing: Tracing | None = None,
     ) -> None:
         self.service = service
+        self.tracing = tracing or Tracing(False)
         self.leases = leases
         self.ledger = ledger
         self.executor = executor
@@ -172,31 +177,60 @@ class WorkerPool:
                 log.warning("task %s: lease lost; stopping its run", task_id)
                 run.cancel()
 
-    async def _claim(self, limit: int) -> list[Task]:
-        return await self.leases.claim(
+    async def _claim(self, limit: int) -> list[tuple[Task, float]]:
+        return await self.leases.claim_timed(
             owner=self.worker_id,
             limit=limit,
             lease_seconds=self.settings.lease_seconds,
             tenant_cap=self.settings.tenant_max_running,
         )
 
-    def _start(self, task: Task) -> None:
+    def _start(self, claimed: tuple[Task, float]) -> None:
+        task, waited = claimed
+        CLAIM_LATENCY.labels(task.agent.profile).observe(waited)
         lease = task.lease
         assert lease is not None
         self._leases[task.id] = lease
         self.heartbeat.hold(task.id, lease.attempt)
-        self._runs[task.id] = asyncio.create_task(self._execute(task, lease), name=f"run-{task.id}")
+        self._runs[task.id] = asyncio.create_task(
+            self._execute(task, lease, waited), name=f"run-{task.id}"
+        )
 
     # -- running ----------------------------------------------------------------
 
-    async def _execute(self, task: Task, lease: Lease) -> None:
+    async def _execute(self, task: Task, lease: Lease, waited: float) -> None:
+        """An attempt, observed: its log lines name it, its trace shows its wait and
+        its run (`tracing`), the metrics count its duration and outcome."""
         # A task of its own (`_start`): every line logged for this run names it.
         logs.annotate(
             task_id=task.id, tenant=task.tenant, worker=self.worker_id, attempt=lease.attempt
         )
+        about = {
+            "taskservice.task_id": str(task.id),
+            "taskservice.tenant": task.tenant,
+            "taskservice.agent": task.agent.profile,
+            "taskservice.attempt": lease.attempt,
+        }
+        parent = task.trace_context
+        with self.tracing.span("task.queued", parent, attributes=about, started_ago=waited):
+            pass
+        started = time.perf_counter()
+        about["taskservice.worker"] = self.worker_id
+        with self.tracing.span(
+            "task.run", parent, kind=SpanKind.CONSUMER, attributes=about
+        ) as span:
+            ended = await self._attempt(task, lease)
+            if span is not None:
+                span.set_attribute("taskservice.outcome", ended)
+                if ended in ("failed", "timed_out"):
+                    failed(span, ended)
+        RUN_DURATION.labels(task.agent.profile, ended).observe(time.perf_counter() - started)
+
+    async def _attempt(self, task: Task, lease: Lease) -> str:
+        """Run the task until it has an outcome written, or stops; how it ended."""
         timeout = task.timeout_seconds or self.settings.task_timeout_seconds
         deadline = asyncio.get_running_loop().time() + timeout
-        started, ended = time.perf_counter(), "stopped"
+        ended = "stopped"
         try:
             ledger = self._ledgers[task.id] = RunLedger(self.ledger, self.service, task, lease)
             while True:
@@ -216,13 +250,13 @@ class WorkerPool:
             OUTAGE.failed(f"task {task.id}", exc)
             log.info("task %s: run stopped, its ledger could not be written", task.id)
         finally:
-            RUN_DURATION.labels(task.agent.profile, ended).observe(time.perf_counter() - started)
             self.heartbeat.drop(task.id)
             self._finishing.discard(task.id)
             self._runs.pop(task.id, None)
             self._leases.pop(task.id, None)
             self._ledgers.pop(task.id, None)
             self._claims.wake()  # a slot is free
+        return ended
 
     async def _run_agent(self, task: Task, ledger: RunLedger, deadline: float) -> Outcome:
         """Run the agent until `deadline` (the attempt's timeout after it began)."""
