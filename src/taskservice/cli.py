@@ -9,6 +9,7 @@ import gc
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import uuid
@@ -200,6 +201,50 @@ def cmd_keys(args: argparse.Namespace) -> int:
             print(f"no key {args.id}", file=sys.stderr)
             return 1
         print(f"revoked key {revoked.id} of tenant {revoked.tenant!r}")
+        return 0
+
+    return _with_database(action)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhms]?)\s*$")
+_UNIT_DAYS = {"d": 1.0, "": 1.0, "h": 1 / 24, "m": 1 / 1440, "s": 1 / 86400}
+
+
+def _days(duration: str) -> float:
+    """`30d`, `12h`, `90m`, `45s` (or a bare number of days) in days."""
+    matched = _DURATION.match(duration)
+    if matched is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {duration!r} (e.g. 30d, 12h)")
+    return float(matched.group(1)) * _UNIT_DAYS[matched.group(2)]
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from taskservice.db.retention import Policy, RetentionStore, prune, retention_policy
+    from taskservice.db.sql import Database
+
+    settings = get_settings()
+    policy = (
+        Policy(days=args.older_than, by_tenant={})
+        if args.older_than is not None
+        else retention_policy(settings)
+    )
+    if not policy.prunes:
+        print(
+            "nothing to prune by: pass --older-than, or set TASKSERVICE_RETENTION_DAYS "
+            "(or RETENTION_DAYS_BY_TENANT)",
+            file=sys.stderr,
+        )
+        return 2
+
+    async def action(engine: Any) -> int:
+        url = engine.url.render_as_string(hide_password=False)
+        async with Database(url, pool_size=1) as db:
+            pruned = await prune(RetentionStore(db), policy, dry_run=args.dry_run)
+        if pruned is None:
+            print("another process is pruning now; try again later", file=sys.stderr)
+            return 1
+        report = {"dry_run": args.dry_run, **vars(pruned)}
+        print(json.dumps(report))
         return 0
 
     return _with_database(action)
@@ -409,6 +454,17 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (listing, get, cancel, answer):
         _add_remote(command)
     tasks.set_defaults(func=_remote(_tasks))
+
+    pruning = sub.add_parser(
+        "prune", help="delete finished tasks past their retention (or --older-than)"
+    )
+    pruning.add_argument(
+        "--older-than", type=_days, metavar="DURATION", help="e.g. 30d, 12h (every tenant)"
+    )
+    pruning.add_argument(
+        "--dry-run", action="store_true", help="count what would go; delete nothing"
+    )
+    pruning.set_defaults(func=cmd_prune)
 
     config = sub.add_parser("settings", help="print the settings in effect (secrets hidden)")
     config.add_argument(

@@ -25,6 +25,7 @@ from taskservice.db.keys import ApiKeyStore, service_secret
 from taskservice.db.leases import LeaseStore
 from taskservice.db.live import LiveStore
 from taskservice.db.notify import KEYS_CHANNEL
+from taskservice.db.retention import RetentionStore, retention_policy
 from taskservice.db.sql import Database
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
@@ -44,6 +45,7 @@ from taskservice.webhooks.subscriptions import WebhookService
 from taskservice.worker.executor import Executor
 from taskservice.worker.live_output import LiveWriter
 from taskservice.worker.pool import WorkerPool
+from taskservice.worker.pruner import Pruner
 from taskservice.worker.reaper import Reaper
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,13 @@ class Runtime:
             )
             reaper.start()
             stack.push_async_callback(reaper.stop)
+            policy = retention_policy(settings)
+            if policy.prunes:
+                pruner = Pruner(
+                    RetentionStore(db), policy, interval=settings.retention_interval_seconds
+                )
+                pruner.start()
+                stack.push_async_callback(pruner.stop)
             keys = ApiKeyStore(engine)
             plugin_models, plugin_tools = load_plugins(settings.plugins)
             tracing = Tracing(settings.otel)
@@ -152,7 +161,9 @@ class Runtime:
                 poll_interval=settings.stream_poll_seconds,
             )
             # Start a little back, so events still in flight at start are not skipped.
-            await watermark.start(max(0, await event_log.latest_id() - 1000))
+            # Ids below what retention pruned are gaps for good, not commits to wait for.
+            pruned_before = await RetentionStore(db).events_pruned_before()
+            await watermark.start(max(0, await event_log.latest_id() - 1000, pruned_before - 1))
             stack.push_async_callback(watermark.stop)
             webhooks = WebhookService(SubscriptionStore(db), DeliveryLog(db), settings)
             service = TaskService(

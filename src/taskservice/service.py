@@ -22,6 +22,7 @@ from taskservice.content import canonical, check_new_task, field_json
 from taskservice.db.eventlog import EventLog
 from taskservice.db.followups import FollowupStore
 from taskservice.db.overview import OverviewStore
+from taskservice.db.retention import RetentionStore
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
@@ -337,6 +338,10 @@ class TaskService:
             cause="parent_timeout" if timed_out else "parent_failed",
             reason=f"its parent task {'timed out' if timed_out else 'failed'}",
         )
+
+    async def events_pruned_before(self) -> int:
+        """Events with a lower id may have been deleted by retention (0: none was)."""
+        return await RetentionStore(self.store.db).events_pruned_before()
 
     async def queue(self) -> dict[str, Any]:
         """The whole service's queue, every tenant's (the metrics' gauges)."""

@@ -254,6 +254,22 @@ class Settings(BaseSettings):
         default=20.0, description="for runs to finish on shutdown before they are released"
     )
 
+    # Retention.
+    retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="finished tasks are deleted this many days after they finished, with "
+        "their events, messages and deliveries, once every webhook delivery of theirs is "
+        "settled (subtasks with their root); unset: kept forever",
+    )
+    retention_days_by_tenant: Annotated[dict[str, float], NoDecode] = Field(
+        default_factory=dict,
+        description="per-tenant retention in days, overriding `RETENTION_DAYS`: `acme=30,trial=1`",
+    )
+    retention_interval_seconds: float = Field(
+        default=300.0, gt=0, description="how often a process looks for tasks to delete"
+    )
+
     # Webhooks.
     webhooks_enabled: bool = Field(
         default=True, description="run the webhook dispatcher (also `--no-webhooks`)"
@@ -286,6 +302,14 @@ class Settings(BaseSettings):
         "private-network addresses only (comma-separated)",
     )
     webhook_max_per_task: int = Field(default=10, description="webhooks per task")
+
+    @field_validator("retention_days_by_tenant", mode="before")
+    @classmethod
+    def _split_pairs(cls, value: object) -> object:
+        if isinstance(value, str):
+            pairs = (part.split("=", 1) for part in value.split(",") if part.strip())
+            return {tenant.strip(): float(days) for tenant, days in pairs}
+        return value
 
     @field_validator("webhook_retry_schedule", mode="before")
     @classmethod
@@ -342,7 +366,7 @@ def get_settings(**overrides: object) -> Settings:
 
 def _shown(value: object) -> str:
     """A default as its environment variable would spell it."""
-    if value is None or value == []:
+    if value is None or value == [] or value == {}:
         return "unset"
     if isinstance(value, bool):
         return "`true`" if value else "`false`"

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.embedded import embedded_pid_of
+from taskservice.db.tasks import TaskStore
+from taskservice.states import TaskState
 from tests.acceptance.conftest import cli_env, free_port, run_cli, serve
+from tests.integration.helpers import force_state, new_task
 
 pytestmark = pytest.mark.slow
 
@@ -130,3 +137,33 @@ def test_keys_create_list_revoke(database_url: str, db: object) -> None:
     assert '"revoked_at": null' not in run_cli("keys", "list", env=env).stdout
     assert run_cli("keys", "create", "--tenant", "bad tenant!", env=env).returncode == 2
     assert run_cli("keys", "revoke", "not-a-uuid", env=env).returncode == 2
+
+
+async def test_prune_by_hand_counts_then_deletes(
+    database_url: str, store: TaskStore, db: AsyncEngine
+) -> None:
+    env = cli_env(TASKSERVICE_DATABASE_URL=database_url)
+    refused = await asyncio.to_thread(run_cli, "prune", env=env)
+    assert refused.returncode == 2
+    assert "--older-than" in refused.stderr
+    assert (
+        await asyncio.to_thread(run_cli, "prune", "--older-than", "soon", env=env)
+    ).returncode == 2
+    old = await new_task(store)
+    await force_state(db, old.id, TaskState.COMPLETED)
+    async with db.begin() as conn:
+        await conn.execute(
+            text("UPDATE tasks SET finished_at = now() - interval '40 days' WHERE id = :id"),
+            {"id": old.id},
+        )
+    dry = await asyncio.to_thread(run_cli, "prune", "--older-than", "30d", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    report = json.loads(dry.stdout)
+    assert report == {"dry_run": True, "tasks": 1, "events": 1, "messages": 0, "deliveries": 0}
+    assert await store.get(old.id, tenant="default") is not None
+    done = await asyncio.to_thread(
+        run_cli, "prune", env={**env, "TASKSERVICE_RETENTION_DAYS": "30"}
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tasks"] == 1
+    assert await store.get(old.id, tenant="default") is None

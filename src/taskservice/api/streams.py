@@ -14,6 +14,7 @@ the log.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -125,6 +126,11 @@ async def tenant_events(
     event id), never past the watermark, so none is skipped or sent twice."""
     settings = service.settings
     yield ServerSentEvent(comment="taskservice firehose", retry=settings.stream_retry_ms)
+    if after is not None:
+        pruned_before = await service.events_pruned_before()
+        if after + 1 < pruned_before:
+            # Not silence: events between `after` and this id may have been deleted.
+            yield ServerSentEvent(data=json.dumps({"before": pruned_before}), event="pruned")
     with EVENT_STREAMS.labels("firehose").track_inprogress(), watermark.reading():
         last = watermark.value if after is None else after
         while True:

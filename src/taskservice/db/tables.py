@@ -120,6 +120,14 @@ tasks = Table(
         "id",
         postgresql_where=text("state IN ('pending', 'running', 'input_required')"),
     ),
+    # Retention: the roots of finished task trees, in id order (db/retention.py).
+    Index(
+        "ix_tasks_finished_roots",
+        "id",
+        postgresql_where=text(
+            "parent_id IS NULL AND state IN ('completed', 'failed', 'cancelled')"
+        ),
+    ),
     # The reaper: running tasks ordered by lease expiry.
     Index(
         "ix_tasks_lease_expiry",
@@ -336,6 +344,14 @@ webhook_attempts = Table(
     Column("error", Text),
     # An attempt number is claimed once: two dispatchers cannot both make attempt n.
     UniqueConstraint("delivery_id", "attempt"),
+)
+
+# What the pruner leaves for readers: `events_pruned_before` (db/retention.py).
+retention_marks = Table(
+    "retention_marks",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("value", BigInteger, nullable=False),
 )
 
 api_keys = Table(

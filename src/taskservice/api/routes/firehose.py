@@ -27,7 +27,9 @@ router = APIRouter(prefix="/v1/events", tags=["streams"])
         200: {
             "description": "Every event of the tenant, in global order; the SSE `id` is the "
             "global event id, so `Last-Event-ID` resumes exactly. Without it (or `after`) "
-            "the stream starts with what happens next.",
+            "the stream starts with what happens next. Resumed from before events that "
+            'retention deleted, it starts with a `pruned` event, `{"before": N}`: events '
+            "below id N may be missing.",
             "content": SSE_CONTENT,
         },
         **problem_responses(401, 422),
