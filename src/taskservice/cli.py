@@ -43,7 +43,7 @@ def _configure_logging(level: str, fmt: LogFormat) -> None:
 
 def _settings(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
-    for name in ("host", "port"):
+    for name in ("host", "port", "log_level"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -487,8 +487,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"error: a TASKSERVICE_ setting is not valid: {exc}", file=sys.stderr)
         return 2
-    if args.log_level is not None:
-        os.environ["TASKSERVICE_LOG_LEVEL"] = args.log_level  # the commands' settings too
     _configure_logging(args.log_level or settings.log_level, settings.log_format)
     result: int = args.func(args)
     return result

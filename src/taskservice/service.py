@@ -329,12 +329,11 @@ class TaskService:
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
 
-    async def end_subtasks(self, parent: Task) -> int:
-        """`parent` failed (or timed out): cancel its live subtasks, but those spawned
+    async def end_subtasks(self, parent_id: uuid.UUID, *, timed_out: bool) -> int:
+        """The parent failed (or timed out): cancel its live subtasks, but those spawned
         detached, with theirs (cause `parent_failed`, `parent_timeout`)."""
-        timed_out = (parent.error or {}).get("type") == "timeout"
         return await self.store.cancel_subtasks(
-            parent.id,
+            parent_id,
             cause="parent_timeout" if timed_out else "parent_failed",
             reason=f"its parent task {'timed out' if timed_out else 'failed'}",
         )

@@ -39,13 +39,12 @@ _TERMINAL = "('completed', 'failed', 'cancelled')"
 
 
 def _expired(t: str) -> str:
-    """Whether task `t` is past its tenant's retention and its MCP ttl."""
+    """Whether task `t` is past its tenant's retention and its MCP ttl: true, or
+    false or NULL (no retention for its tenant, no finish time), both meaning kept."""
+    days = f"CAST(coalesce(CAST($2 AS jsonb) ->> {t}.tenant, CAST($3 AS text)) AS float8)"
     return f"""(
     {t}.state IN {_TERMINAL}
-    AND coalesce(CAST($2 AS jsonb) ->> {t}.tenant, CAST($3 AS text)) IS NOT NULL
-    AND {t}.finished_at < now() - make_interval(
-        secs => CAST(coalesce(CAST($2 AS jsonb) ->> {t}.tenant, CAST($3 AS text)) AS float8)
-                * 86400)
+    AND {t}.finished_at < now() - make_interval(secs => {days} * 86400)
     AND ({t}.metadata -> 'mcp' ->> 'ttl_ms' IS NULL
          OR {t}.created_at + make_interval(
                 secs => CAST({t}.metadata -> 'mcp' ->> 'ttl_ms' AS float8) / 1000) < now())
@@ -83,7 +82,7 @@ tree AS (
 ),
 kept AS (
     SELECT DISTINCT tree.root FROM tree JOIN tasks t ON t.id = tree.id
-    WHERE NOT coalesce({_expired("t")}, false)  -- unknown (no finished_at): kept
+    WHERE NOT coalesce({_expired("t")}, false)  -- unknown: kept
        OR EXISTS (SELECT 1 FROM webhook_deliveries d
                   WHERE d.task_id = t.id AND d.status = 'pending')
 ),

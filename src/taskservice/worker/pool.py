@@ -24,7 +24,6 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import replace
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -212,6 +211,7 @@ class WorkerPool:
             "taskservice.attempt": lease.attempt,
         }
         parent = task.trace_context
+        # The wait, over now: a span from when it became claimable to this moment.
         with self.tracing.span("task.queued", parent, attributes=about, started_ago=waited):
             pass
         started = time.perf_counter()
@@ -283,7 +283,8 @@ class WorkerPool:
         """A failed task's subtasks end with it (but the detached); should the database
         be away, the reaper's orphan sweep does it."""
         try:
-            ended = await self.service.end_subtasks(replace(task, error=error))
+            timed_out = error.get("type") == "timeout"
+            ended = await self.service.end_subtasks(task.id, timed_out=timed_out)
         except TRANSIENT_ERRORS as exc:
             OUTAGE.failed(f"task {task.id} subtasks", exc)
             return
