@@ -336,6 +336,8 @@ async def _submit(client: Any, args: argparse.Namespace) -> int:
         context_id=args.context_id,
         metadata=metadata,
         idempotency_key=args.idempotency_key,
+        priority=args.priority,
+        run_at=args.run_at,
     )
     if not args.follow:
         _print(task)
@@ -433,6 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--context-id")
     submit.add_argument("--metadata", help="a JSON object")
     submit.add_argument("--idempotency-key")
+    submit.add_argument("--priority", type=int, help="higher runs first (-1000 … 1000)")
+    submit.add_argument("--run-at", help="not before this time (ISO 8601 with an offset)")
     _add_remote(submit)
     submit.set_defaults(func=_remote(_submit))
 

@@ -86,7 +86,10 @@ HTTP_DURATION = Histogram(
 # The queue's gauges: name → help.
 QUEUE_GAUGES = {
     "tasks": "Tasks in a live state (`state`), across tenants.",
-    "oldest_pending_age_seconds": "How long the oldest pending task has waited (0: none).",
+    "tasks_delayed": "Of the pending tasks, those submitted for later whose run_at has "
+    "not come yet.",
+    "oldest_pending_age_seconds": "How long the oldest pending task that may run has "
+    "waited since its run_at (0: none).",
     "webhook_backlog": "Webhook deliveries waiting for an attempt (due or scheduled).",
     "webhook_oldest_due_age_seconds": "How overdue the most overdue delivery is (0: none).",
     "workers_with_leases": "Worker processes holding a lease on a running task.",

@@ -53,6 +53,8 @@ class NewTask:
     request_hash: str | None = None
     detached: bool = False  # a subtask that outlives its parent's failure or cancel
     trace_context: dict[str, str] | None = None  # the span it continues (`tracing`)
+    priority: int = 0  # claimed higher first
+    run_at: datetime | None = None  # not claimed before; None: at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,9 @@ class Task:
     followups_read: int = 0  # how many of them its runs have written into the conversation
     detached: bool = False  # a subtask not cancelled when its parent fails or is cancelled
     trace_context: dict[str, str] | None = None  # W3C headers of the span it continues
+    priority: int = 0  # claimed higher first, then by run_at, then FIFO
+    run_at: datetime | None = None  # not claimed before this (None: the creation time)
+    delayed: bool = False  # pending until run_at, which has not come yet
 
     @property
     def questions(self) -> list[dict[str, Any]]:

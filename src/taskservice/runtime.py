@@ -26,6 +26,7 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.live import LiveStore
 from taskservice.db.notify import KEYS_CHANNEL
 from taskservice.db.retention import RetentionStore, retention_policy
+from taskservice.db.schedules import ScheduleStore
 from taskservice.db.sql import Database
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
@@ -47,6 +48,7 @@ from taskservice.worker.live_output import LiveWriter
 from taskservice.worker.pool import WorkerPool
 from taskservice.worker.pruner import Pruner
 from taskservice.worker.reaper import Reaper
+from taskservice.worker.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 # API keys, readiness and service secrets: low-rate paths (key lookups are cached).
@@ -107,6 +109,10 @@ class Runtime:
             )
             reaper.start()
             stack.push_async_callback(reaper.stop)
+            # Tasks for later become claimable when their time comes.
+            scheduler = Scheduler(ScheduleStore(db))
+            scheduler.start()
+            stack.push_async_callback(scheduler.stop)
             policy = retention_policy(settings)
             if policy.prunes:
                 pruner = Pruner(
@@ -200,6 +206,7 @@ class Runtime:
                 )
                 await pool.start()
                 stack.push_async_callback(pool.stop)
+                scheduler.on_due(pool.wake)
             if dispatcher is not None:
                 await dispatcher.start()
                 stack.push_async_callback(dispatcher.stop)

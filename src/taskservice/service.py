@@ -45,6 +45,7 @@ from taskservice.models import (
     TaskPage,
     Total,
 )
+from taskservice.scheduling import check_priority, check_run_at
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 from taskservice.tracing import Tracing
@@ -111,13 +112,18 @@ class TaskService:
         idempotency_key: str | None = None,
         webhooks: Sequence[WebhookRequest] = (),
         detached: bool = False,
+        priority: Any = 0,
+        run_at: Any = None,
     ) -> tuple[Task, bool]:
         """Create a pending task. Returns (task, created); created is False when the
         idempotency key was used before with the same request.
 
         `webhooks` become the task's own subscriptions, committed with the task, so
-        no state change can happen before they exist."""
+        no state change can happen before they exist. `priority` and `run_at`
+        (`scheduling`) are checked here, whichever transport parsed them."""
         metadata = metadata or {}
+        priority = check_priority(priority)
+        run_at = check_run_at(run_at) if run_at is not None else None
         # The agent may be named by fields or by the original design's metadata keys.
         options = effective(AgentOptions(system_prompt, model, agent), metadata)
         system_prompt, model, agent = options.system_prompt, options.model, options.agent
@@ -145,8 +151,13 @@ class TaskService:
                 "max_attempts": max_attempts,
                 "timeout_seconds": timeout_seconds,
             }
-            if detached:  # keeps the hash of other requests as it was
+            # Each only when set: keeps the hash of other requests as it was.
+            if detached:
                 request["detached"] = True
+            if priority:
+                request["priority"] = priority
+            if run_at is not None:
+                request["run_at"] = run_at.isoformat()
             if webhooks:  # keeps the hash of requests without webhooks as it was
                 request["webhooks"] = [
                     {"url": w.url, "states": sorted(w.states), "secret": w.secret} for w in webhooks
@@ -165,6 +176,8 @@ class TaskService:
             request_hash=request_hash,
             detached=detached,
             trace_context=self.tracing.carrier(),  # the submitting request's span
+            priority=priority,
+            run_at=run_at,
         )
         return await self._create(
             new, also=self._subscriber(tenant, prepared) if prepared else None
@@ -180,7 +193,8 @@ class TaskService:
         detached: bool = False,
     ) -> Task:
         """A subtask a running agent starts (its `spawn_subtask` tool): checked like any
-        submit; it inherits the parent's tenant, agent, context and limits. One subtask
+        submit; it inherits the parent's tenant, agent, context, limits and priority
+        (a parent waiting on it must not wait behind its own backlog). One subtask
         per tool call: a call executed again (a resumed run) gets the same child.
         `detached`: it is not cancelled when the parent fails or is cancelled."""
         metadata = {"spawned_by": {"task_id": str(parent.id), "tool_call_id": call_id}}
@@ -200,6 +214,7 @@ class TaskService:
             idempotency_key=f"subtask:{parent.id}:{call_id}",
             detached=detached,
             trace_context=self.tracing.carrier(),  # the parent's run: one trace
+            priority=parent.priority,
         )
         task, _ = await self._create(new)
         return task

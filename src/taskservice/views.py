@@ -48,6 +48,11 @@ class TaskOut(BaseModel):
     finished_at: datetime | None = None
     followups: int = Field(default=0, description="Follow-up messages sent to the task.")
     followups_read: int = Field(default=0, description="How many of them its run has read.")
+    priority: int = Field(default=0, description="Claimed higher first (-1000 … 1000).")
+    run_at: datetime | None = Field(
+        default=None,
+        description="Not started before this: the submission time unless it asked later.",
+    )
 
     @classmethod
     def of(cls, task: Task) -> Self:
@@ -74,4 +79,6 @@ class TaskOut(BaseModel):
             finished_at=task.finished_at,
             followups=task.followups,
             followups_read=task.followups_read,
+            priority=task.priority,
+            run_at=task.run_at,
         )

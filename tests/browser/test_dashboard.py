@@ -32,9 +32,10 @@ async def test_a_task_submitted_over_the_api_appears_in_the_list_within_a_second
         await page.goto(f"{live.url}/ui/#/tasks")
         await expect(page.locator("#tasks thead")).to_be_visible()
         await asyncio.sleep(0.3)  # the list's live stream is open
-        task = await submit(live.url, {"agent": "demo", "input": "take 2s"})
+        task = await submit(live.url, {"agent": "demo", "input": "take 2s", "priority": 5})
         row = page.locator(f'tr[data-task="{task["id"]}"]')
         await expect(row).to_be_visible(timeout=1000)
+        await expect(row.locator(".priority")).to_have_text("5")
         # It moves on in place, without a reload.
         await expect(row.locator(".state")).to_have_text("completed", timeout=15_000)
         assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
@@ -141,7 +142,9 @@ async def test_the_overview_counts_live_states_and_draws_the_last_minutes(
         for _ in range(2):
             await submit(live.url, {"agent": "demo", "input": "take 0.5s"})
         running = await submit(live.url, {"agent": "demo", "input": "take 30s"})
+        await submit(live.url, {"input": "later", "run_at": "2099-01-01T00:00:00Z"})
         await page.goto(f"{live.url}/ui/")
+        await expect(page.locator('[data-count="scheduled"] .n')).to_have_text("1")
         completed = page.locator('[data-count="completed"] .n')
         await expect(completed).to_have_text("2", timeout=15_000)
         await expect(page.locator('[data-count="running"] .n')).to_have_text("1")

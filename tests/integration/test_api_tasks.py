@@ -96,8 +96,10 @@ async def test_the_overview_counts_live_states_and_what_finished(
     pending = await submit(client)
     cancelled = await submit(client)
     await client.post(f"/v1/tasks/{cancelled['id']}/cancel")
+    await submit(client, run_at="2099-01-01T00:00:00Z")  # pending, but not waiting yet
     overview = (await client.get("/v1/overview", params={"minutes": 5})).json()
-    assert overview["live"] == {"pending": 1, "running": 0, "input_required": 0}
+    assert overview["live"] == {"pending": 2, "running": 0, "input_required": 0}
+    assert overview["scheduled"] == 1
     assert overview["oldest_pending_at"] == pending["created_at"]
     [minute] = overview["finished"]
     assert (minute["state"], minute["tasks"]) == ("cancelled", 1)

@@ -5,6 +5,7 @@ protection, and the port of its own."""
 from __future__ import annotations
 
 import socket
+from datetime import UTC, datetime, timedelta
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -85,17 +86,20 @@ async def test_the_queue_gauges_are_the_databases_read_at_most_once_a_period(
 ) -> None:
     for _ in range(3):
         await new_task(store)  # pending: no workers run here
+    await new_task(store, run_at=datetime.now(UTC) + timedelta(days=1))  # and for later
     async with make_client(metrics_cache_seconds=0) as client:
         first = await scrape(client)
-        assert value(first, "taskservice_tasks", state="pending") == 3
+        assert value(first, "taskservice_tasks", state="pending") == 4
+        assert value(first, "taskservice_tasks_delayed") == 1
         assert value(first, "taskservice_tasks", state="running") == 0
-        assert value(first, "taskservice_oldest_pending_age_seconds") > 0
+        # Of the tasks that may run: not the one for tomorrow (a negative age).
+        assert 0 < value(first, "taskservice_oldest_pending_age_seconds") < 60
         assert value(first, "taskservice_webhook_backlog") == 0
     async with make_client(metrics_cache_seconds=60) as client:
-        assert value(await scrape(client), "taskservice_tasks", state="pending") == 3
+        assert value(await scrape(client), "taskservice_tasks", state="pending") == 4
         await new_task(store)
         # Within the period: the figures of the last read, not a new read.
-        assert value(await scrape(client), "taskservice_tasks", state="pending") == 3
+        assert value(await scrape(client), "taskservice_tasks", state="pending") == 4
 
 
 async def test_interruptions_and_webhook_attempts_are_counted(

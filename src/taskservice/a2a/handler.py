@@ -34,6 +34,7 @@ from taskservice.follow import moved_to
 from taskservice.ids import encode_status_cursor
 from taskservice.metrics import EVENT_STREAMS
 from taskservice.models import Delta, StatusQuery, Task, TaskEvent
+from taskservice.scheduling import check_priority, check_run_at
 from taskservice.service import TaskService
 from taskservice.states import TaskState
 
@@ -94,6 +95,10 @@ class A2AHandler:
         key = message_key(request)
         options = {**request.metadata, **(message.metadata or {})}
         agent, model = options.get("agent"), options.get("model")
+        # Scheduling by metadata, named as on REST (`scheduling`).
+        priority = check_priority(options.get("priority", 0), field="metadata.priority")
+        run_at = options.get("run_at")
+        run_at = check_run_at(run_at, field="metadata.run_at") if run_at is not None else None
         task, _ = await self.service.submit(
             tenant=self.tenant,
             input=given,
@@ -112,6 +117,8 @@ class A2AHandler:
             idempotency_key=key,
             # Committed with the task: no state change is missed.
             webhooks=[webhook_request(request.push)] if request.push is not None else (),
+            priority=priority,
+            run_at=run_at,
         )
         return task
 

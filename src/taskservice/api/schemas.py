@@ -6,12 +6,13 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from taskservice.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.db.webhook_deliveries import Delivery
 from taskservice.db.webhook_subscriptions import Subscription
 from taskservice.models import EventType, TaskEvent, Total
+from taskservice.scheduling import PRIORITY_MAX, PRIORITY_MIN
 from taskservice.states import TaskState
 from taskservice.views import TaskOut
 from taskservice.webhooks.subscriptions import DEFAULT_STATES, WebhookRequest
@@ -244,6 +245,19 @@ class TaskCreate(Request):
     webhooks: list[WebhookIn] = Field(
         default_factory=list,
         description="The task's own webhooks, registered with it (before any state change).",
+    )
+    priority: int = Field(
+        default=0,
+        ge=PRIORITY_MIN,
+        le=PRIORITY_MAX,
+        description="Higher runs first within the tenant (FIFO within a priority); tenants "
+        "still share the workers evenly. Subtasks inherit it.",
+    )
+    run_at: AwareDatetime | None = Field(
+        default=None,
+        description="Not started before this time (with its UTC offset): the task stays "
+        "`pending` until then and is claimed within a second of it. Past or absent: at once.",
+        examples=["2026-12-01T09:00:00Z"],
     )
 
 

@@ -28,15 +28,20 @@ from taskservice.models import Lease, Task
 def _claimable(alias: str = "") -> str:
     """Must match the predicate of the ix_tasks_claimable index."""
     p = f"{alias}." if alias else ""
-    return f"({p}state = 'pending' OR ({p}state = 'running' AND {p}lease_owner IS NULL))"
+    return (
+        f"(({p}state = 'pending' AND NOT {p}delayed)"
+        f" OR ({p}state = 'running' AND {p}lease_owner IS NULL))"
+    )
 
 
 # Claim up to :p_limit tasks, fairly across tenants: walk the tenants that have
 # claimable tasks (a loose index scan over ix_tasks_claimable), give each a share of
 # :p_limit within its free slots under the per-tenant cap, and lock that many of its
-# oldest tasks, skipping rows other claimers hold — a tenant with a deep backlog
-# gets its share like everyone else. A claim may return fewer than :p_limit while
-# work remains (a tenant had less than its share): the pool claims again.
+# first tasks in claim order (highest priority, then earliest run_at, then oldest),
+# skipping rows other claimers hold — a tenant with a deep backlog gets its share
+# like everyone else, whatever the priorities within it. A claim may return fewer
+# than :p_limit while work remains (a tenant had less than its share): the pool
+# claims again. Tasks submitted for later are out of it until their time (`delayed`).
 # Pending tasks become running; running tasks without an owner (input arrived, or
 # a lease expired) are taken over. Attempt grows.
 # Every tenant with claimable work is visited per claim: fine for tens of tenants
@@ -81,12 +86,13 @@ picks AS (
     SELECT p.id, p.prior_state, p.ready_at, b.tenant
     FROM budget b CROSS JOIN LATERAL (
         -- ready_at: since when it is claimable (pending since its last change of
-        -- state; released: since its last event), for the claim latency.
+        -- state or its run_at; released: since its last event), for the claim latency.
         SELECT id, state AS prior_state,
-               CASE WHEN state = 'pending' THEN status_at ELSE updated_at END AS ready_at
+               CASE WHEN state = 'pending' THEN greatest(status_at, run_at)
+                    ELSE updated_at END AS ready_at
         FROM tasks
         WHERE tasks.tenant = b.tenant AND {_claimable("tasks")}
-        ORDER BY id
+        ORDER BY priority DESC, run_at, id
         LIMIT greatest(b.quota, 0)
         FOR UPDATE SKIP LOCKED
     ) p
@@ -109,7 +115,7 @@ t AS (
 e AS (
 {_CLAIMED_EVENT}
 )
-SELECT t.* FROM t JOIN e ON e.task_id = t.id ORDER BY t.id
+SELECT t.* FROM t JOIN e ON e.task_id = t.id ORDER BY t.priority DESC, t.run_at, t.id
 """).bindparams(
         bindparam("p_cap", type_=Integer),
         bindparam("p_limit", type_=Integer),

@@ -2,7 +2,9 @@
 statement, reading only what indexes reach cheaply whatever the number of tasks:
 
 - the live states counted (`(tenant, state, id)`: pending, running and waiting tasks
-  are few), the oldest pending task (the first of that index, ids being time-ordered);
+  are few), of the pending ones those waiting for their `run_at` (scheduled), and
+  the oldest pending task that may run (the first of that index, ids being
+  time-ordered), waiting since its `run_at`;
 - what finished in the last `minutes`, per minute and outcome, with the latency from
   submit to the end (p50, p95) (`(tenant, status_at, id)`: only that window is read);
 - the workers holding this tenant's running tasks, with their leases;
@@ -26,7 +28,9 @@ SELECT
       SELECT state, count(*) AS n FROM tasks
       WHERE tenant = :tenant AND state IN ('pending', 'running', 'input_required')
       GROUP BY state) live) AS live,
-  (SELECT created_at FROM tasks WHERE tenant = :tenant AND state = 'pending'
+  (SELECT count(*) FROM tasks WHERE tenant = :tenant AND state = 'pending' AND delayed)
+      AS scheduled,
+  (SELECT run_at FROM tasks WHERE tenant = :tenant AND state = 'pending' AND NOT delayed
       ORDER BY id LIMIT 1) AS oldest_pending_at,
   (SELECT coalesce(jsonb_agg(jsonb_build_object(
         'minute', minute, 'state', state, 'tasks', n, 'p50_seconds', p50, 'p95_seconds', p95)
@@ -60,16 +64,18 @@ SELECT
 
 
 # The whole service's queue, for the metrics' gauges: each part an index's few rows
-# (ix_tasks_live_state, ix_webhook_deliveries_due, ix_tasks_lease_expiry).
+# (ix_tasks_live_state, ix_tasks_delayed, ix_webhook_deliveries_due,
+# ix_tasks_lease_expiry).
 _QUEUE = text_statement(
     """
 SELECT
   (SELECT count(*) FROM tasks WHERE state = 'pending') AS pending,
   (SELECT count(*) FROM tasks WHERE state = 'running') AS running,
   (SELECT count(*) FROM tasks WHERE state = 'input_required') AS input_required,
+  (SELECT count(*) FROM tasks WHERE state = 'pending' AND delayed) AS tasks_delayed,
   coalesce(extract(epoch FROM now() - (
-      SELECT created_at FROM tasks WHERE state = 'pending' ORDER BY id LIMIT 1)), 0)
-    AS oldest_pending_age_seconds,
+      SELECT run_at FROM tasks WHERE state = 'pending' AND NOT delayed ORDER BY id LIMIT 1)),
+      0) AS oldest_pending_age_seconds,
   (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS webhook_backlog,
   coalesce(extract(epoch FROM now() - (
       SELECT min(next_attempt_at) FROM webhook_deliveries

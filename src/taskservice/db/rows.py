@@ -43,6 +43,10 @@ def task_from_row(row: Row) -> Task:
         # A webhook snapshot from before migration 0012 has no `detached`.
         detached=row.get("detached", False),
         trace_context=row.get("trace_context"),
+        # Before migration 0015: no priority, and run at once.
+        priority=row.get("priority", 0),
+        run_at=row.get("run_at") or row["created_at"],
+        delayed=row.get("delayed", False),
     )
 
 
@@ -77,4 +81,7 @@ def pending_task(new: NewTask, row: Row) -> Task:
         finished_at=None,
         detached=new.detached,
         trace_context=new.trace_context,
+        priority=new.priority,
+        run_at=row["run_at"],
+        delayed=row["delayed"],
     )

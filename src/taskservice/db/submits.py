@@ -37,24 +37,26 @@ WITH r AS (
     FROM unnest(
         $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[],
         $7::text[], $8::text[], $9::text[], $10::int[], $11::float8[], $12::bool[],
-        $13::text[]
+        $13::text[], $14::int[], $15::timestamptz[]
     ) AS r(id, tenant, input, agent, metadata, parent_id, context_id,
            idempotency_key, request_hash, max_attempts, timeout_seconds, detached,
-           trace_context)
+           trace_context, priority, run_at)
 ), t AS (
+    -- A task for later is `delayed` until the scheduler finds its time has come.
     INSERT INTO tasks (id, tenant, state, input, agent, metadata, parent_id, context_id,
                        idempotency_key, request_hash, max_attempts, timeout_seconds,
-                       detached, trace_context, event_seq)
+                       detached, trace_context, priority, run_at, delayed, event_seq)
     SELECT id, tenant, 'pending', input::jsonb, agent::jsonb, metadata::jsonb, parent_id,
            context_id, idempotency_key, request_hash, max_attempts, timeout_seconds,
-           detached, trace_context::jsonb, 1
+           detached, trace_context::jsonb, priority, coalesce(run_at, now()),
+           coalesce(run_at > now(), false), 1
     FROM r
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, tenant, created_at
+    RETURNING id, tenant, created_at, run_at, delayed
 ), e AS (
 {_FIRST_EVENT}
 )
-SELECT id, created_at FROM t
+SELECT id, created_at, run_at, delayed FROM t
 """
 _FIELDS = (
     "id",
@@ -70,6 +72,8 @@ _FIELDS = (
     "timeout_seconds",
     "detached",
     "trace_context",
+    "priority",
+    "run_at",
 )
 _JSON_FIELDS = frozenset({"input", "agent", "metadata", "trace_context"})
 _NULLABLE_JSON = frozenset({"trace_context"})  # None is SQL NULL, not JSON null
@@ -91,7 +95,8 @@ def _columns(batch: list[Mapping[str, Any]]) -> list[list[Any]]:
 
 
 async def create_many(conn: asyncpg.Connection, batch: list[Mapping[str, Any]]) -> list[Row]:
-    """Insert the tasks and their events; the rows created (id, created_at)."""
+    """Insert the tasks and their events; the rows created (id, created_at, run_at,
+    delayed)."""
     rows: list[Row] = await conn.fetch(CREATE_MANY, *_columns(batch))
     return rows
 
@@ -100,7 +105,7 @@ _Waiting = tuple[Mapping[str, Any], "asyncio.Future[Row | None]"]
 
 
 class SubmitBatcher:
-    """`insert` returns the created row (id, created_at), or None when the task's
+    """`insert` returns the created row (id, created_at, run_at, delayed), or None when the task's
     idempotency key was used before."""
 
     def __init__(self, db: Database) -> None:

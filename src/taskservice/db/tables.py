@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     Table,
     Text,
     UniqueConstraint,
@@ -62,6 +63,14 @@ tasks = Table(
     Column("detached", Boolean, nullable=False, server_default=text("false")),
     # W3C trace context headers of the span it continues (tracing on), else NULL.
     Column("trace_context", JSONB),
+    # Claimed higher first (-1000 … 1000), then by run_at, then FIFO by id.
+    Column("priority", SmallInteger, nullable=False, server_default=text("0")),
+    # Not claimed before this; the submission time unless asked later. NULL only on
+    # tasks finished before migration 0015 (read as their creation time).
+    Column("run_at", TZ, server_default=func.now()),
+    # Submitted for later and its time has not come yet: out of the claim index
+    # until the scheduler clears it (worker/scheduler.py).
+    Column("delayed", Boolean, nullable=False, server_default=text("false")),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with
@@ -91,6 +100,7 @@ tasks = Table(
     Column("followups_read", Integer, nullable=False, server_default=text("0")),
     CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
     CheckConstraint("max_attempts >= 1", name="max_attempts_positive"),
+    CheckConstraint("priority BETWEEN -1000 AND 1000", name="priority_range"),
     Index(
         "uq_tasks_tenant_idempotency_key",
         "tenant",
@@ -98,14 +108,21 @@ tasks = Table(
         unique=True,
         postgresql_where=text("idempotency_key IS NOT NULL"),
     ),
-    # The claim query: pending tasks, and running tasks without an owner (input given),
-    # walked per tenant so that one tenant's backlog cannot starve the others.
+    # The claim query: pending tasks whose time has come, and running tasks without an
+    # owner (input given), walked per tenant so that one tenant's backlog cannot
+    # starve the others, in claim order within it.
     Index(
         "ix_tasks_claimable",
         "tenant",
+        text("priority DESC"),
+        "run_at",
         "id",
-        postgresql_where=text("state = 'pending' OR (state = 'running' AND lease_owner IS NULL)"),
+        postgresql_where=text(
+            "(state = 'pending' AND NOT delayed) OR (state = 'running' AND lease_owner IS NULL)"
+        ),
     ),
+    # The scheduler: tasks submitted for later, by the time they may run.
+    Index("ix_tasks_delayed", "run_at", postgresql_where=text("state = 'pending' AND delayed")),
     # The per-tenant cap: running tasks per tenant.
     Index(
         "ix_tasks_running_tenant",

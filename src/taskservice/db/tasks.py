@@ -253,6 +253,8 @@ class TaskStore:
             "timeout_seconds": new.timeout_seconds,
             "detached": new.detached,
             "trace_context": new.trace_context,
+            "priority": new.priority,
+            "run_at": new.run_at,
         }
         created: Row | None
         if also is None:

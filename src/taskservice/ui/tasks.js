@@ -7,6 +7,7 @@ function taskRow(task) {
     h("td", { class: "mono" }, h("a", { href: `#/tasks/${task.id}` }, task.id)),
     h("td", { class: "state-cell" }, badge(task.state)),
     h("td", {}, task.agent.profile),
+    h("td", { class: "priority" }, String(task.priority ?? 0)),
     h("td", {}, short(task.input, 70)),
     h("td", {}, when(task.created_at)));
 }
@@ -26,7 +27,7 @@ export function tasks(main, query) {
     h("label", {}, "context", h("input", { name: "context_id", value: filters.context_id ?? "" })),
     h("label", {}, "parent", h("input", { name: "parent_id", value: filters.parent_id ?? "", size: 36 })));
   main.replaceChildren(h("h1", {}, "Tasks"), form,
-    h("table", { id: "tasks" }, h("thead", {}, h("tr", {}, ...["id", "state", "agent", "input", "created"].map((c) => h("th", {}, c)))), rows),
+    h("table", { id: "tasks" }, h("thead", {}, h("tr", {}, ...["id", "state", "agent", "priority", "input", "created"].map((c) => h("th", {}, c)))), rows),
     h("p", {}, more));
   api.get("/v1/agents").then(({ agents: list }) => {
     agents.append(...list.map((a) => h("option", { value: a.name, selected: filters.agent === a.name }, a.name)));

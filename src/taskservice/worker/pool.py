@@ -146,6 +146,10 @@ class WorkerPool:
     def running(self) -> int:
         return len(self._runs)
 
+    def wake(self) -> None:
+        """Claim now: tasks became claimable (the scheduler's delayed tasks)."""
+        self._claims.wake()
+
     # -- claiming ---------------------------------------------------------------
 
     def _on_event(self, notice: EventNotice) -> None:

@@ -41,7 +41,12 @@ class Overview(BaseModel):
     live: dict[str, int] = Field(
         description="Tasks pending, running and waiting for input (`input_required`)."
     )
-    oldest_pending_at: datetime | None
+    scheduled: int = Field(
+        default=0, description="Of the pending tasks, those waiting for their `run_at`."
+    )
+    oldest_pending_at: datetime | None = Field(
+        description="Since when the oldest pending task that may run has waited (its run_at)."
+    )
     finished: list[FinishedMinute] = Field(description="Per minute and outcome, oldest first.")
     workers: list[WorkerLeases] = Field(description="Workers holding this tenant's tasks.")
     webhooks: WebhookBacklog
@@ -66,6 +71,7 @@ async def get_overview(
         at=read["at"],
         minutes=minutes,
         live=live,
+        scheduled=read["scheduled"],
         oldest_pending_at=read["oldest_pending_at"],
         finished=[FinishedMinute.model_validate(m) for m in read["finished"]],
         workers=[WorkerLeases.model_validate(w) for w in read["workers"]],

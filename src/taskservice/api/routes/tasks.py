@@ -108,6 +108,8 @@ async def create_task(body: TaskCreate, request: Request) -> Response:
         timeout_seconds=body.timeout_seconds,
         idempotency_key=idempotency_key(request),
         webhooks=[hook.request() for hook in body.webhooks],
+        priority=body.priority,
+        run_at=body.run_at,
     )
     headers = {"Location": f"/v1/tasks/{task.id}"}
     if not created:

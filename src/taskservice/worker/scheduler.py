@@ -1,0 +1,77 @@
+"""The scheduler: time-driven work, in every process (like the reaper).
+
+Each tick makes claimable the tasks whose `run_at` has come (`db/schedules.py`) and
+wakes this process's workers when any did, or when a task it knew to be due at
+this moment was made claimable by another process. It ticks every `TICK` seconds,
+sooner when the next delayed task is due sooner, so a task is claimed within about
+`TICK` of its `run_at` (at once when its time was known at the last tick).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from taskservice.db import TRANSIENT_ERRORS
+from taskservice.db.outage import OUTAGE
+from taskservice.db.schedules import ScheduleStore
+
+log = logging.getLogger(__name__)
+
+TICK = 0.5  # seconds: at most this late after a task's run_at
+_MIN_SLEEP = 0.005
+_RETRY_DELAY = 1.0  # after a database error
+
+
+class Scheduler:
+    def __init__(self, store: ScheduleStore, *, tick: float = TICK) -> None:
+        self.store = store
+        self.tick = tick
+        self._wakers: list[Callable[[], None]] = []
+        self._loop: asyncio.Task[None] | None = None
+
+    def on_due(self, wake: Callable[[], None]) -> None:
+        """Call `wake` when tasks became claimable (the worker pool's claim loop)."""
+        self._wakers.append(wake)
+
+    def start(self) -> None:
+        self._loop = asyncio.create_task(self._run(), name="scheduler")
+
+    async def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+
+    async def tick_once(self, *, expected: bool = False) -> float:
+        """One tick; returns the seconds to sleep before the next. `expected`: a task
+        was known to be due now (wake the workers even if another process promoted
+        it)."""
+        promoted = await self.store.promote_due()
+        while promoted.full:  # a backlog after downtime: all of it, batch by batch
+            self._wake()
+            promoted = await self.store.promote_due()
+        if promoted.count or expected:
+            self._wake()
+        if promoted.next_in is not None and promoted.next_in < self.tick:
+            return max(promoted.next_in, _MIN_SLEEP)
+        return self.tick
+
+    def _wake(self) -> None:
+        for wake in self._wakers:
+            wake()
+
+    async def _run(self) -> None:
+        expected = False
+        while True:
+            try:
+                sleep = await self.tick_once(expected=expected)
+            except TRANSIENT_ERRORS as exc:
+                OUTAGE.failed("scheduler", exc)
+                expected = True  # whatever came due meanwhile
+                await asyncio.sleep(_RETRY_DELAY)
+                continue
+            expected = sleep < self.tick
+            await asyncio.sleep(sleep)
