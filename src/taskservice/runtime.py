@@ -36,6 +36,7 @@ from taskservice.db.webhook_subscriptions import SubscriptionStore
 from taskservice.events import EventHub, TaskWatchers, Watermark
 from taskservice.live import LiveFeed
 from taskservice.message_router import MessageRouter
+from taskservice.schedules import ScheduleService
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.tokens import StreamTokens
@@ -72,6 +73,7 @@ class Runtime:
     pool: WorkerPool | None
     webhooks: WebhookService
     dispatcher: Dispatcher | None
+    schedules: ScheduleService
     started_at: float = field(default_factory=time.time)  # what this process serves dates from
 
     @classmethod
@@ -109,10 +111,6 @@ class Runtime:
             )
             reaper.start()
             stack.push_async_callback(reaper.stop)
-            # Tasks for later become claimable when their time comes.
-            scheduler = Scheduler(ScheduleStore(db))
-            scheduler.start()
-            stack.push_async_callback(scheduler.stop)
             policy = retention_policy(settings)
             if policy.prunes:
                 pruner = Pruner(
@@ -183,6 +181,11 @@ class Runtime:
                 live=feed,
                 tracing=tracing,
             )
+            # Tasks for later become claimable when their time comes; schedules fire.
+            schedules = ScheduleService(ScheduleStore(db), service.new_tasks)
+            scheduler = Scheduler(ScheduleStore(db), fire=schedules.fire_due)
+            scheduler.start()
+            stack.push_async_callback(scheduler.stop)
             pool: WorkerPool | None = None
             if workers:
                 writer = None
@@ -239,5 +242,6 @@ class Runtime:
                 watermark=watermark,
                 pool=pool,
                 webhooks=webhooks,
+                schedules=schedules,
                 dispatcher=dispatcher,
             )

@@ -10,15 +10,13 @@ what a request may do lives here; every SQL statement lives in `db`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
-from taskservice.agent_options import AgentOptions, effective
 from taskservice.agents import AgentCatalog
-from taskservice.content import canonical, check_new_task, field_json
+from taskservice.content import check_new_task, field_json
 from taskservice.db.eventlog import EventLog
 from taskservice.db.followups import FollowupStore
 from taskservice.db.overview import OverviewStore
@@ -45,9 +43,9 @@ from taskservice.models import (
     TaskPage,
     Total,
 )
-from taskservice.scheduling import check_priority, check_run_at
 from taskservice.settings import Settings
 from taskservice.states import TaskState
+from taskservice.submission import NewTasks
 from taskservice.tracing import Tracing
 from taskservice.webhooks.subscriptions import Prepared, WebhookRequest, WebhookService
 
@@ -91,6 +89,9 @@ class TaskService:
         self.ledger = ledger
         self.catalog = catalog
         self.settings = settings
+        self.new_tasks = NewTasks(
+            store=store, catalog=catalog, settings=settings, tracing=self.tracing
+        )
         # Messages to a task: answers to its questions, follow-ups for its run.
         self.inbox = TaskInbox(
             store=store, followups=FollowupStore(store.db), settings=settings, get=self.get
@@ -119,66 +120,28 @@ class TaskService:
         idempotency key was used before with the same request.
 
         `webhooks` become the task's own subscriptions, committed with the task, so
-        no state change can happen before they exist. `priority` and `run_at`
-        (`scheduling`) are checked here, whichever transport parsed them."""
-        metadata = metadata or {}
-        priority = check_priority(priority)
-        run_at = check_run_at(run_at) if run_at is not None else None
-        # The agent may be named by fields or by the original design's metadata keys.
-        options = effective(AgentOptions(system_prompt, model, agent), metadata)
-        system_prompt, model, agent = options.system_prompt, options.model, options.agent
-        texts = (system_prompt, agent, model, context_id, idempotency_key)
-        input_json, metadata_json = check_new_task(input, metadata, texts, self.settings)
-        spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)
-        if parent_id is not None and await self.store.get(parent_id, tenant=tenant) is None:
-            raise InvalidRequest(f"parent task {parent_id} does not exist", field="parent_id")
-        if detached and parent_id is None:
-            raise InvalidRequest("only a subtask (with a parent_id) is detached", field="detached")
+        no state change can happen before they exist. Everything else is checked by
+        `NewTasks.prepare`, whichever transport parsed it."""
         if webhooks and self.webhooks is None:
             raise InvalidRequest("webhooks are not available here", field="webhooks")
-        prepared = await self.webhooks.prepare_all(webhooks) if self.webhooks else []
-
-        request_hash = None
-        if idempotency_key:
-            request: dict[str, Any] = {
-                "input": input_json,
-                "system_prompt": system_prompt,
-                "agent": agent,
-                "model": model,
-                "metadata": metadata_json,
-                "parent_id": str(parent_id) if parent_id else None,
-                "context_id": context_id,
-                "max_attempts": max_attempts,
-                "timeout_seconds": timeout_seconds,
-            }
-            # Each only when set: keeps the hash of other requests as it was.
-            if detached:
-                request["detached"] = True
-            if priority:
-                request["priority"] = priority
-            if run_at is not None:
-                request["run_at"] = run_at.isoformat()
-            if webhooks:  # keeps the hash of requests without webhooks as it was
-                request["webhooks"] = [
-                    {"url": w.url, "states": sorted(w.states), "secret": w.secret} for w in webhooks
-                ]
-            request_hash = hashlib.sha256(canonical(request).encode()).hexdigest()
-        new = NewTask(
+        new = await self.new_tasks.prepare(
             tenant=tenant,
             input=input,
-            agent=spec,
+            system_prompt=system_prompt,
+            agent=agent,
+            model=model,
             metadata=metadata,
-            max_attempts=max_attempts or self.settings.default_max_attempts,
-            timeout_seconds=timeout_seconds,
             parent_id=parent_id,
             context_id=context_id,
+            max_attempts=max_attempts,
+            timeout_seconds=timeout_seconds,
             idempotency_key=idempotency_key,
-            request_hash=request_hash,
+            webhooks=webhooks,
             detached=detached,
-            trace_context=self.tracing.carrier(),  # the submitting request's span
             priority=priority,
             run_at=run_at,
         )
+        prepared = await self.webhooks.prepare_all(webhooks) if self.webhooks else []
         return await self._create(
             new, also=self._subscriber(tenant, prepared) if prepared else None
         )

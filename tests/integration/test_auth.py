@@ -126,6 +126,19 @@ async def test_another_tenants_task_is_404_on_every_route(
         # And the task is untouched for its owner.
         mine = await client.get(f"/v1/tasks/{task['id']}", headers=bearer(alice))
         assert mine.json()["state"] == "pending"
+        # Schedules are the tenant's too; names are per tenant.
+        body = {"name": "nightly", "cron": "0 3 * * *", "task": {"input": "x"}}
+        made = (await client.post("/v1/schedules", json=body, headers=bearer(alice))).json()
+        for method, path in [
+            ("GET", f"/v1/schedules/{made['id']}"),
+            ("PATCH", f"/v1/schedules/{made['id']}"),
+            ("DELETE", f"/v1/schedules/{made['id']}"),
+        ]:
+            response = await client.request(method, path, headers=bearer(bob), json={})
+            assert response.status_code == 404, (method, path)
+        assert (await client.get("/v1/schedules", headers=bearer(bob))).json()["schedules"] == []
+        theirs = await client.post("/v1/schedules", json=body, headers=bearer(bob))
+        assert theirs.status_code == 201
 
 
 async def test_idempotency_keys_are_per_tenant(make_client: ClientFactory, db: AsyncEngine) -> None:

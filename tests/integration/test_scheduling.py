@@ -50,13 +50,13 @@ async def test_a_task_for_later_is_not_claimed_before_its_time(
     assert later.delayed
     assert not past.delayed
     assert [t.id for t in await leases.claim(owner="w", limit=5, lease_seconds=30)] == [past.id]
-    promoted = await schedules.promote_due()
-    assert promoted.count == 0
-    assert promoted.next_in is not None
-    assert 0 < promoted.next_in <= 1
+    promoted = await schedules.tick()
+    assert promoted.promoted == 0
+    assert promoted.task_in is not None
+    assert 0 < promoted.task_in <= 1
     assert await leases.claim(owner="w", limit=5, lease_seconds=30) == []
     await wait_for(lambda: datetime.now(UTC) > soon + timedelta(milliseconds=50))
-    assert (await schedules.promote_due()).count == 1
+    assert (await schedules.tick()).promoted == 1
     [claimed] = await leases.claim(owner="w", limit=5, lease_seconds=30)
     assert claimed.id == later.id
     assert claimed.run_at == soon
@@ -76,7 +76,7 @@ async def test_the_scheduler_wakes_the_workers_when_another_process_promoted(
     assert 0 < sleep < 0.5
     assert woken == []
     await asyncio.sleep(sleep + 0.05)
-    assert (await ScheduleStore(store.db).promote_due()).count == 1  # the other process
+    assert (await ScheduleStore(store.db).tick()).promoted == 1  # the other process
     await scheduler.tick_once(expected=sleep < scheduler.tick)  # as its loop does
     assert woken == [1]
 

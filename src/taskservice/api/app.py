@@ -27,6 +27,7 @@ from taskservice.api.routes import (
     messages,
     metrics,
     overview,
+    schedules,
     tasks,
     tokens,
     ui,
@@ -135,6 +136,7 @@ def create_app(
     app.include_router(tokens.router)
     app.include_router(firehose.router)
     app.include_router(webhooks.router)
+    app.include_router(schedules.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(ui.router)

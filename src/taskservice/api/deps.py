@@ -22,6 +22,7 @@ from taskservice.events import Watermark
 from taskservice.ids import parse_uuid
 from taskservice.message_router import MessageRouter
 from taskservice.runtime import Runtime
+from taskservice.schedules import ScheduleService
 from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.tokens import StreamTokens
@@ -64,6 +65,10 @@ class CallerContext:
     @property
     def webhooks(self) -> WebhookService:
         return self.runtime.webhooks
+
+    @property
+    def schedules(self) -> ScheduleService:
+        return self.runtime.schedules
 
     @property
     def settings(self) -> Settings:

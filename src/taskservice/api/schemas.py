@@ -205,7 +205,9 @@ class DeliveryPage(BaseModel):
     next_cursor: str | None
 
 
-class TaskCreate(Request):
+class TaskTemplate(Request):
+    """The fields of a task to run: submitted now, or at each slot of a schedule."""
+
     input: NonEmptyText | dict[str, Any] = Field(
         description="What the agent should do: a prompt, or a JSON object given to it as JSON.",
         examples=["Summarise the A2A protocol in one sentence."],
@@ -231,20 +233,10 @@ class TaskCreate(Request):
         "design, `system_prompt`, `model_name` and `config_name` here configure the agent "
         "when the field of that name is absent; both given, they must agree.",
     )
-    parent_id: uuid.UUID | None = None
-    detached: bool = Field(
-        default=False,
-        description="With `parent_id`: the subtask runs on when its parent fails, times "
-        "out or is cancelled (by default it is cancelled with it).",
-    )
     context_id: str | None = Field(default=None, min_length=1, max_length=200)
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(
         default=None, gt=0, le=86_400, description="Per attempt; the server default otherwise."
-    )
-    webhooks: list[WebhookIn] = Field(
-        default_factory=list,
-        description="The task's own webhooks, registered with it (before any state change).",
     )
     priority: int = Field(
         default=0,
@@ -252,6 +244,19 @@ class TaskCreate(Request):
         le=PRIORITY_MAX,
         description="Higher runs first within the tenant (FIFO within a priority); tenants "
         "still share the workers evenly. Subtasks inherit it.",
+    )
+
+
+class TaskCreate(TaskTemplate):
+    parent_id: uuid.UUID | None = None
+    detached: bool = Field(
+        default=False,
+        description="With `parent_id`: the subtask runs on when its parent fails, times "
+        "out or is cancelled (by default it is cancelled with it).",
+    )
+    webhooks: list[WebhookIn] = Field(
+        default_factory=list,
+        description="The task's own webhooks, registered with it (before any state change).",
     )
     run_at: AwareDatetime | None = Field(
         default=None,

@@ -1,23 +1,40 @@
-"""The scheduler's SQL (`worker/scheduler.py`): tasks submitted for later become
-claimable when their time comes.
+"""The scheduler's SQL (`worker/scheduler.py`) and the schedules' (`/v1/schedules`).
 
-`promote_due` clears `delayed` on pending tasks whose `run_at` has passed, putting
-them in the claim index (`ix_tasks_claimable`). Any number of processes run it at
-once: the rows are locked (not skipped), so a process that found its tasks taken
-by another returns after that one committed, and a claim it then makes sees them.
+- `tick`: clears `delayed` on pending tasks whose `run_at` has passed, putting them
+  in the claim index (`ix_tasks_claimable`), and says how long until the next
+  delayed task and the next schedule are due. Any number of processes run it at
+  once: the rows are locked (not skipped), so a process that found its tasks taken
+  by another returns after that one committed, and a claim it then makes sees them.
+- `due`: a transaction holding the due schedules' rows (SKIP LOCKED: one process
+  fires a schedule, the others pass it by); `Due.fire` inserts each slot's task and
+  moves the schedule on, together. The task's idempotency key
+  (`schedule:<id>:<slot>`, unique per tenant) refuses a second task for a slot even
+  if a schedule's `next_run_at` were ever set back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy.types import Integer
+import asyncpg
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.types import Boolean, DateTime, Integer, Text
 
-from taskservice.db.sql import Database, text_statement
+from taskservice.db.engine import dumps_json
+from taskservice.db.sql import Database, Row, Statement, text_statement
+from taskservice.db.submits import create_many
+
+_UUID = UUID(as_uuid=True)
+_TZ = DateTime(timezone=True)
 
 # Due tasks in bounded batches (the scheduler repeats while a batch was full), and
-# how long until the next one not yet due, read in the same snapshot.
-_PROMOTE = text_statement(
+# how long until the next delayed task and the next schedule, in the same snapshot.
+_TICK = text_statement(
     """
 WITH due AS (
     SELECT id FROM tasks
@@ -32,26 +49,221 @@ WITH due AS (
 )
 SELECT (SELECT count(*) FROM promoted) AS promoted,
        (SELECT extract(epoch FROM min(run_at) - now()) FROM tasks
-        WHERE state = 'pending' AND delayed AND run_at > now()) AS next_in
+        WHERE state = 'pending' AND delayed AND run_at > now()) AS task_in,
+       (SELECT extract(epoch FROM min(next_run_at) - now()) FROM schedules
+        WHERE enabled) AS schedule_in
 """,
     limit=Integer,
 )
 
 
 @dataclass(frozen=True, slots=True)
-class Promoted:
-    count: int  # tasks made claimable
+class Tick:
+    promoted: int  # tasks made claimable
     full: bool  # the batch was full: more may be due
-    next_in: float | None  # seconds until the next delayed task is due; None: none
+    task_in: float | None  # seconds until the next delayed task is due; None: none
+    schedule_in: float | None  # seconds until a schedule is due (≤ 0: now); None: none
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    id: uuid.UUID
+    tenant: str
+    name: str | None
+    cron: str
+    timezone: str
+    task: dict[str, Any]  # the submit fields of each slot's task
+    enabled: bool
+    missed: str  # skip | latest | all
+    next_run_at: datetime | None  # None while disabled
+    last_slot: datetime | None
+    last_task_id: uuid.UUID | None
+    last_error: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: Row) -> Schedule:
+        return cls(**{field.name: row[field.name] for field in fields(cls)})
+
+
+_COLUMNS = "id, tenant, name, cron, timezone, task, enabled, missed, next_run_at, " + (
+    "last_slot, last_task_id, last_error, created_at, updated_at"
+)
+_CREATE = text_statement(
+    f"""
+INSERT INTO schedules (id, tenant, name, cron, timezone, task, enabled, missed, next_run_at)
+VALUES (:id, :tenant, :name, :cron, :timezone, :task, :enabled, :missed, :next_run_at)
+ON CONFLICT (tenant, name) WHERE name IS NOT NULL DO NOTHING
+RETURNING {_COLUMNS}
+""",
+    id=_UUID,
+    tenant=Text,
+    name=Text,
+    cron=Text,
+    timezone=Text,
+    task=JSONB,
+    enabled=Boolean,
+    missed=Text,
+    next_run_at=_TZ,
+)
+_GET = text_statement(
+    f"SELECT {_COLUMNS} FROM schedules WHERE id = :id AND tenant = :tenant", id=_UUID, tenant=Text
+)
+_LIST = text_statement(
+    f"""
+SELECT {_COLUMNS} FROM schedules
+WHERE tenant = :tenant AND (CAST(:before AS uuid) IS NULL OR id < :before)
+ORDER BY id DESC LIMIT :limit
+""",
+    tenant=Text,
+    before=_UUID,
+    limit=Integer,
+)
+_DELETE = text_statement(
+    "DELETE FROM schedules WHERE id = :id AND tenant = :tenant RETURNING id",
+    id=_UUID,
+    tenant=Text,
+)
+# Fields a change may set; each statement is made once per set of fields.
+_SETTABLE = {
+    "name": Text,
+    "cron": Text,
+    "timezone": Text,
+    "task": JSONB,
+    "enabled": Boolean,
+    "missed": Text,
+    "next_run_at": _TZ,
+}
+_updates: dict[frozenset[str], Statement] = {}
+
+
+def _update(fields: frozenset[str]) -> Statement:
+    if fields not in _updates:
+        sets = ", ".join(f"{name} = :{name}" for name in sorted(fields))
+        _updates[fields] = text_statement(
+            f"""
+UPDATE schedules SET {sets}, updated_at = now()
+WHERE id = :id AND tenant = :tenant
+RETURNING {_COLUMNS}
+""",
+            id=_UUID,
+            tenant=Text,
+            **{name: _SETTABLE[name] for name in fields},
+        )
+    return _updates[fields]
+
+
+_DUE = f"""
+SELECT {_COLUMNS}, now() AS now FROM schedules
+WHERE enabled AND next_run_at <= now()
+ORDER BY next_run_at
+LIMIT $1
+FOR UPDATE SKIP LOCKED
+"""
+_FIRED = """
+UPDATE schedules SET next_run_at = $2, last_slot = coalesce($3, last_slot),
+       last_task_id = coalesce($4, last_task_id), last_error = $5::jsonb, updated_at = now()
+WHERE id = $1
+"""
+_SLOT_TASK = """
+SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2
+"""
+
+
+class NameTaken(Exception):
+    """Another schedule of the tenant has that name."""
+
+
+class Due:
+    """The due schedules, locked in a transaction until the block ends; `now` is the
+    database's clock."""
+
+    def __init__(self, conn: asyncpg.Connection, rows: list[Row]) -> None:
+        self._conn = conn
+        self.schedules = [Schedule.of(row) for row in rows]
+        self.now: datetime | None = rows[0]["now"] if rows else None
+
+    async def fire(
+        self,
+        schedule: Schedule,
+        tasks: Sequence[Mapping[str, Any]],
+        *,
+        slots: Sequence[datetime],
+        next_run_at: datetime,
+        error: dict[str, Any] | None = None,
+    ) -> uuid.UUID | None:
+        """Insert the slots' tasks (`db.tasks.task_params`, keyed per slot) and move
+        the schedule on; the last slot's task id (one made before for it, if any)."""
+        last_task: uuid.UUID | None = None
+        if tasks:
+            try:
+                async with self._conn.transaction():  # a savepoint: one schedule's failure
+                    await create_many(self._conn, list(tasks))
+            except asyncpg.PostgresError as exc:  # e.g. a template the database refuses
+                error, slots = {"detail": f"the task could not be stored: {exc}"}, []
+            else:
+                key = tasks[-1]["idempotency_key"]
+                last_task = await self._conn.fetchval(_SLOT_TASK, schedule.tenant, key)
+        last_slot = slots[-1] if slots else None
+        await self._conn.execute(
+            _FIRED, schedule.id, next_run_at, last_slot, last_task, _json(error)
+        )
+        return last_task
+
+
+def _json(value: dict[str, Any] | None) -> str | None:
+    return dumps_json(value) if value is not None else None
 
 
 class ScheduleStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def promote_due(self, *, limit: int = 1000) -> Promoted:
-        row = await self.db.fetchrow(_PROMOTE, {"limit": limit})
+    async def tick(self, *, limit: int = 1000) -> Tick:
+        row = await self.db.fetchrow(_TICK, {"limit": limit})
         assert row is not None
         count = int(row["promoted"])
-        next_in = row["next_in"]
-        return Promoted(count, count >= limit, float(next_in) if next_in is not None else None)
+        task_in, schedule_in = row["task_in"], row["schedule_in"]
+        return Tick(
+            count,
+            count >= limit,
+            float(task_in) if task_in is not None else None,
+            float(schedule_in) if schedule_in is not None else None,
+        )
+
+    @asynccontextmanager
+    async def due(self, *, limit: int = 20) -> AsyncIterator[Due]:
+        async with self.db.connection() as conn, conn.transaction():
+            yield Due(conn, await conn.fetch(_DUE, limit))
+
+    async def create(self, params: Mapping[str, Any]) -> Schedule:
+        row = await self.db.fetchrow(_CREATE, params)
+        if row is None:
+            raise NameTaken(params["name"])
+        return Schedule.of(row)
+
+    async def get(self, schedule_id: uuid.UUID, *, tenant: str) -> Schedule | None:
+        row = await self.db.fetchrow(_GET, {"id": schedule_id, "tenant": tenant})
+        return Schedule.of(row) if row is not None else None
+
+    async def list(self, *, tenant: str, before: uuid.UUID | None, limit: int) -> list[Schedule]:
+        rows = await self.db.fetch(_LIST, {"tenant": tenant, "before": before, "limit": limit})
+        return [Schedule.of(row) for row in rows]
+
+    async def update(
+        self, schedule_id: uuid.UUID, *, tenant: str, changes: Mapping[str, Any]
+    ) -> Schedule | None:
+        if not changes:
+            return await self.get(schedule_id, tenant=tenant)
+        statement = _update(frozenset(changes))
+        try:
+            row = await self.db.fetchrow(
+                statement, {**changes, "id": schedule_id, "tenant": tenant}
+            )
+        except asyncpg.UniqueViolationError:
+            raise NameTaken(changes.get("name")) from None
+        return Schedule.of(row) if row is not None else None
+
+    async def delete(self, schedule_id: uuid.UUID, *, tenant: str) -> bool:
+        return await self.db.fetchrow(_DELETE, {"id": schedule_id, "tenant": tenant}) is not None

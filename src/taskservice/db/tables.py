@@ -166,6 +166,38 @@ tasks = Table(
     Index("ix_tasks_tenant_status_at", "tenant", "status_at", "id"),
 )
 
+# Recurring schedules (migration 0016): each slot of `cron` in `timezone` starts a task
+# from the `task` template, exactly once across replicas (worker/scheduler.py).
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("tenant", Text, nullable=False),
+    Column("name", Text),  # optional, unique per tenant
+    Column("cron", Text, nullable=False),
+    Column("timezone", Text, nullable=False),
+    Column("task", JSONB, nullable=False),  # the submit fields each slot's task gets
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("missed", Text, nullable=False, server_default=text("'latest'")),
+    # The next slot to fire (NULL while disabled): the scheduler's due index.
+    Column("next_run_at", TZ),
+    Column("last_slot", TZ),
+    Column("last_task_id", UUID(as_uuid=True)),
+    Column("last_error", JSONB),  # why the last slot started no task
+    _created(),
+    Column("updated_at", TZ, nullable=False, server_default=func.now()),
+    CheckConstraint("missed IN ('skip', 'latest', 'all')", name="missed_valid"),
+    Index("ix_schedules_tenant_id", "tenant", text("id DESC")),
+    Index(
+        "uq_schedules_tenant_name",
+        "tenant",
+        "name",
+        unique=True,
+        postgresql_where=text("name IS NOT NULL"),
+    ),
+    Index("ix_schedules_due", "next_run_at", postgresql_where=text("enabled")),
+)
+
 task_events = Table(
     "task_events",
     metadata,

@@ -222,6 +222,27 @@ def _lease_params(lease: Lease | None) -> dict[str, Any]:
     return {"p_owner": lease.owner, "p_attempt": lease.attempt} if lease else {}
 
 
+def task_params(new: NewTask) -> dict[str, Any]:
+    """A new task as `submits.create_many` inserts it, with a fresh id."""
+    return {
+        "id": uuid7(),
+        "tenant": new.tenant,
+        "input": new.input,
+        "agent": new.agent.to_json(),
+        "metadata": new.metadata,
+        "parent_id": new.parent_id,
+        "context_id": new.context_id,
+        "idempotency_key": new.idempotency_key,
+        "request_hash": new.request_hash,
+        "max_attempts": new.max_attempts,
+        "timeout_seconds": new.timeout_seconds,
+        "detached": new.detached,
+        "trace_context": new.trace_context,
+        "priority": new.priority,
+        "run_at": new.run_at,
+    }
+
+
 class TaskStore:
     def __init__(self, db: Database) -> None:
         # Writes are single statements, so they run without BEGIN/COMMIT round trips
@@ -239,23 +260,7 @@ class TaskStore:
         to a new task (its webhook subscriptions) on the same connection, in the same
         transaction.
         """
-        params = {
-            "id": uuid7(),
-            "tenant": new.tenant,
-            "input": new.input,
-            "agent": new.agent.to_json(),
-            "metadata": new.metadata,
-            "parent_id": new.parent_id,
-            "context_id": new.context_id,
-            "idempotency_key": new.idempotency_key,
-            "request_hash": new.request_hash,
-            "max_attempts": new.max_attempts,
-            "timeout_seconds": new.timeout_seconds,
-            "detached": new.detached,
-            "trace_context": new.trace_context,
-            "priority": new.priority,
-            "run_at": new.run_at,
-        }
+        params = task_params(new)
         created: Row | None
         if also is None:
             created = await self._submits.insert(params)  # shares a commit with others

@@ -1,10 +1,16 @@
 """The scheduler: time-driven work, in every process (like the reaper).
 
-Each tick makes claimable the tasks whose `run_at` has come (`db/schedules.py`) and
-wakes this process's workers when any did, or when a task it knew to be due at
-this moment was made claimable by another process. It ticks every `TICK` seconds,
-sooner when the next delayed task is due sooner, so a task is claimed within about
-`TICK` of its `run_at` (at once when its time was known at the last tick).
+Each tick
+- makes claimable the tasks whose `run_at` has come (`db/schedules.py`), and wakes
+  this process's workers when any did, or when a task it knew to be due at this
+  moment was made claimable by another process (an API-only replica, say);
+- fires the slots of the schedules that are due (`schedules.ScheduleService`):
+  exactly once across processes, each slot's task committed with the schedule's
+  move to its next slot.
+
+It ticks every `TICK` seconds, sooner when the next delayed task or schedule is due
+sooner, so a task starts within about `TICK` of its time, at once when that time
+was known at the last tick.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.outage import OUTAGE
@@ -20,15 +26,23 @@ from taskservice.db.schedules import ScheduleStore
 
 log = logging.getLogger(__name__)
 
-TICK = 0.5  # seconds: at most this late after a task's run_at
+TICK = 0.5  # seconds: at most this late after a task's run_at or a schedule's slot
 _MIN_SLEEP = 0.005
 _RETRY_DELAY = 1.0  # after a database error
 
 
 class Scheduler:
-    def __init__(self, store: ScheduleStore, *, tick: float = TICK) -> None:
+    def __init__(
+        self,
+        store: ScheduleStore,
+        *,
+        fire: Callable[[], Awaitable[int]] | None = None,
+        tick: float = TICK,
+    ) -> None:
+        """`fire()` starts the due schedules' slots, returning how many it fired."""
         self.store = store
         self.tick = tick
+        self._fire = fire
         self._wakers: list[Callable[[], None]] = []
         self._loop: asyncio.Task[None] | None = None
 
@@ -49,15 +63,18 @@ class Scheduler:
         """One tick; returns the seconds to sleep before the next. `expected`: a task
         was known to be due now (wake the workers even if another process promoted
         it)."""
-        promoted = await self.store.promote_due()
-        while promoted.full:  # a backlog after downtime: all of it, batch by batch
+        tick = await self.store.tick()
+        while tick.full:  # a backlog after downtime: all of it, batch by batch
             self._wake()
-            promoted = await self.store.promote_due()
-        if promoted.count or expected:
+            tick = await self.store.tick()
+        if tick.promoted or expected:
             self._wake()
-        if promoted.next_in is not None and promoted.next_in < self.tick:
-            return max(promoted.next_in, _MIN_SLEEP)
-        return self.tick
+        schedule_in = tick.schedule_in
+        if schedule_in is not None and schedule_in <= 0 and self._fire is not None:
+            await self._fire()  # its tasks' events wake the workers everywhere
+            schedule_in = None  # re-read at the next tick
+        soonest = min((s for s in (tick.task_in, schedule_in) if s is not None), default=self.tick)
+        return max(min(soonest, self.tick), _MIN_SLEEP)
 
     def _wake(self) -> None:
         for wake in self._wakers:
