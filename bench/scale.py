@@ -1,14 +1,16 @@
-"""Reads at scale: the same requests on a database holding a few probe tasks, then
-again once it also holds --tasks finished tasks (default 1M) with --events-per-task
-events each (default 10: 10M events), filled in bulk with SQL; p50 and p99 of each,
-and the ratio of the p50s (issue 16's target: within 1.5x of empty).
+"""Reads at scale: the same requests on a database holding a few probe tasks and on
+one that also holds --tasks finished tasks (default 1M) with --events-per-task events
+each (default 10: 10M events), filled in bulk with SQL; p50 and p99 of each, and the
+ratio of the p50s (issue 16's target: within 1.5x of empty).
 
-One `taskservice serve --no-workers` on a fresh database answers the HTTP reads: get
-a task, list (by state, by agent, by context, a second page through the cursor), an
-event page, a task stream resumed with `Last-Event-ID` (to its first event), the
-firehose resumed with `after` (to its first event). Measured in this process on the
-same database: a claim (one pending task, `LeaseStore.claim`) and a retention batch
-(`db/retention`, dry run, 100 roots).
+Two `taskservice serve --no-workers`, one per database, answer the HTTP reads: get a
+task, list (newest, by state, by agent, by context, a second page through the cursor,
+by a profile and by a creation window whose tasks are the oldest of all), an event
+page, a task stream resumed with `Last-Event-ID` (to its first event), the firehose
+resumed with `after` (to its first event). Measured in this process: a claim (one
+pending task, `LeaseStore.claim`) and a retention batch (`db/retention`, dry run).
+Each case runs on both databases in turn, round by round (ABAB…), so that whatever
+else the machine does (a checkpoint, autovacuum after the fill) weighs on both alike.
 
 The fill runs with `session_replication_role = replica`: no trigger fires (no
 NOTIFY, no webhook outbox rows for ten million historical events), as a restore
@@ -18,6 +20,7 @@ exercised with their neighbours.
 
     .venv/bin/python bench/scale.py                     # 1M tasks, 10M events
     .venv/bin/python bench/scale.py --tasks 100000      # a quicker look
+    .venv/bin/python bench/scale.py --keep              # then --full URL: no new fill
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -70,6 +76,18 @@ SELECT {_UUID7.format(ts="ts")},
 FROM (SELECT n, now() - interval '30 days' + n * interval '2 seconds' AS ts
       FROM generate_series(1, $3) AS n) AS s
 """
+# Ten tasks older than any other, of a profile no other task has: a page of them (by
+# agent, or by creation time) is the same ten rows on both databases, found behind a
+# million newer tasks on the full one.
+OLD_TASKS = f"""
+INSERT INTO tasks (id, tenant, state, input, agent, metadata, max_attempts, attempt,
+                   event_seq, created_at, updated_at, status_at, result)
+SELECT {_UUID7.format(ts="ts")}, 'default', 'completed', to_jsonb('old task ' || n),
+       CAST($1 AS jsonb), '{{}}'::jsonb, 3, 1, 0, ts, ts, ts, to_jsonb('done'::text)
+FROM (SELECT n, now() - interval '40 days' + n * interval '1 minute' AS ts
+      FROM generate_series(1, 10) AS n) AS s
+"""
+OLD_AGENT = '{"profile": "archived", "model": "offline", "system_prompt": "bench"}'
 FILL_EVENTS = """
 INSERT INTO task_events (task_id, tenant, seq, type, data, created_at)
 SELECT t.id, t.tenant, s,
@@ -85,15 +103,9 @@ def quantiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-async def timed(action: Callable[[], Awaitable[object]], rounds: int) -> tuple[float, float]:
-    for _ in range(3):
-        await action()  # warm: plans cached, pages in memory
-    samples = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        await action()
-        samples.append((time.perf_counter() - started) * 1000)
-    return quantiles(samples)
+Action = Callable[[], Awaitable[object]]
+# Cases measured on fewer rounds (a divisor of --rounds): they write, or are slow.
+FEWER = {"claim": 4, "retention batch (dry)": 10}
 
 
 async def first_event(client: httpx.AsyncClient, path: str, **options: object) -> None:
@@ -104,52 +116,39 @@ async def first_event(client: httpx.AsyncClient, path: str, **options: object) -
                 return
 
 
-async def measure(
-    api: str, db: Database, probes: list[str], rounds: int
-) -> dict[str, tuple[float, float]]:
-    results: dict[str, tuple[float, float]] = {}
-    async with db.connection() as conn:
+@dataclass
+class Side:
+    """One database and the server in front of it."""
+
+    name: str
+    url: str
+    server: subprocess.Popen[bytes]
+    api: str
+    db: Database
+    probes: list[str]
+
+
+async def cases_for(side: Side, client: httpx.AsyncClient) -> dict[str, Action]:
+    async with side.db.connection() as conn:
         # The firehose resumed 20 events before the tenant's last: the same page.
         resume_after = await conn.fetchval(
             "SELECT id - 1 FROM task_events WHERE tenant = 'default'"
             " ORDER BY id DESC OFFSET 19 LIMIT 1"
         )
-    probe = probes[len(probes) // 2]
+    probe = side.probes[len(side.probes) // 2]
     stream = {"headers": {"Accept": "text/event-stream", "Last-Event-ID": "1"}}
-    async with httpx.AsyncClient(base_url=api, timeout=30) as client:
-        page = (await client.get("/v1/tasks", params={"limit": 10})).json()
-        cursor = page["next_cursor"]
+    page = (await client.get("/v1/tasks", params={"limit": 10})).json()
+    cursor = page["next_cursor"]
+    old_window = (datetime.now(UTC) - timedelta(days=35)).isoformat()
 
-        async def ok(path: str, **params: object) -> None:
-            response = await client.get(path, params=params)  # type: ignore[arg-type]
-            assert response.status_code == 200, (path, response.text)
+    async def ok(path: str, **params: object) -> None:
+        response = await client.get(path, params=params)  # type: ignore[arg-type]
+        assert response.status_code == 200, (path, response.text)
 
-        cases: dict[str, Callable[[], Awaitable[object]]] = {
-            "get": lambda: ok(f"/v1/tasks/{probe}"),
-            # The probes are the newest tasks and the only pending ones: every list
-            # returns the same 20 tasks, empty or full, so only finding them differs.
-            "list, newest": lambda: ok("/v1/tasks", limit=PROBES),
-            "list by state": lambda: ok("/v1/tasks", state="pending", limit=PROBES),
-            "list by agent": lambda: ok("/v1/tasks", agent="default", limit=PROBES),
-            "list by context": lambda: ok("/v1/tasks", context_id="probe", limit=PROBES),
-            "list, next page": lambda: ok("/v1/tasks", limit=10, cursor=cursor),
-            "event page": lambda: ok(f"/v1/tasks/{probe}/events", limit=100),
-            "task stream resume": lambda: first_event(
-                client, f"/v1/tasks/{probe}/events", **stream
-            ),
-            "firehose resume": lambda: first_event(
-                client,
-                "/v1/events",
-                params={"after": resume_after},
-                headers={"Accept": "text/event-stream"},
-            ),
-        }
-        for name, action in cases.items():
-            results[name] = await timed(action, rounds)
-    leases = LeaseStore(db)
+    leases = LeaseStore(side.db)
 
     async def claim() -> None:
-        async with db.connection() as conn:
+        async with side.db.connection() as conn:
             await conn.execute(
                 "INSERT INTO tasks (id, tenant, state, input, agent, max_attempts, event_seq)"
                 " VALUES ($1, 'default', 'pending', '\"claim me\"', $2, 3, 0)",
@@ -159,57 +158,125 @@ async def measure(
         claimed = await leases.claim(owner="bench", limit=1, lease_seconds=60)
         assert len(claimed) == 1
 
-    results["claim"] = await timed(claim, max(20, rounds // 4))
-    retention = RetentionStore(db)
+    retention = RetentionStore(side.db)
     policy = Policy(days=7, by_tenant={})
 
     async def batch() -> None:
-        assert await retention.batch(policy, after=uuid.UUID(int=0), dry_run=True) is not None
+        # The oldest ten roots: the ten old tasks, on both databases.
+        done = await retention.batch(policy, after=uuid.UUID(int=0), size=10, dry_run=True)
+        assert done is not None
 
-    # Not a like-for-like ratio: empty, no root is finished; full, 100 are.
-    results["retention batch (dry)"] = await timed(batch, max(10, rounds // 10))
+    return {
+        "get": lambda: ok(f"/v1/tasks/{probe}"),
+        # The probes are the newest tasks and the only pending ones: every list
+        # returns the same 20 tasks, empty or full, so only finding them differs.
+        "list, newest": lambda: ok("/v1/tasks", limit=PROBES),
+        "list by state": lambda: ok("/v1/tasks", state="pending", limit=PROBES),
+        "list by agent": lambda: ok("/v1/tasks", agent="default", limit=PROBES),
+        "list by context": lambda: ok("/v1/tasks", context_id="probe", limit=PROBES),
+        "list, old agent": lambda: ok("/v1/tasks", agent="archived", limit=PROBES),
+        "list, old window": lambda: ok("/v1/tasks", created_before=old_window, limit=PROBES),
+        "list, next page": lambda: ok("/v1/tasks", limit=10, cursor=cursor),
+        "event page": lambda: ok(f"/v1/tasks/{probe}/events", limit=100),
+        "task stream resume": lambda: first_event(client, f"/v1/tasks/{probe}/events", **stream),
+        "firehose resume": lambda: first_event(
+            client,
+            "/v1/events",
+            params={"after": resume_after},
+            headers={"Accept": "text/event-stream"},
+        ),
+        "claim": claim,
+        "retention batch (dry)": batch,
+    }
+
+
+async def measure(empty: Side, full: Side, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """Each case on both sides, round by round in turn (ABAB…), so that whatever else
+    the machine does meanwhile weighs on both alike."""
+    results: dict[str, list[tuple[float, float]]] = {}
+    async with (
+        httpx.AsyncClient(base_url=empty.api, timeout=30) as a,
+        httpx.AsyncClient(base_url=full.api, timeout=30) as b,
+    ):
+        sides = [await cases_for(empty, a), await cases_for(full, b)]
+        for name in sides[0]:
+            n = rounds if name not in FEWER else max(20, rounds // FEWER[name])
+            samples: list[list[float]] = [[], []]
+            for side in sides:
+                for _ in range(3):
+                    await side[name]()  # warm: plans cached, pages in memory
+            for i in range(n):
+                for k in (0, 1) if i % 2 == 0 else (1, 0):
+                    started = time.perf_counter()
+                    await sides[k][name]()
+                    samples[k].append((time.perf_counter() - started) * 1000)
+            results[name] = [quantiles(s) for s in samples]
     return results
 
 
-async def run(args: argparse.Namespace) -> None:
-    url = await make_database(args.server)
+async def open_side(name: str, url: str, *, probes: bool) -> Side:
     port = free_port()
     env = {"TASKSERVICE_DATABASE_URL": url, "TASKSERVICE_MAX_WAIT_SECONDS": "1"}
     server = start_serve(port, env, "--no-workers", "--no-webhooks")
     api = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(f"{api}/readyz", server)
-        async with httpx.AsyncClient(base_url=api, timeout=30) as client:
-            probes = []
+    wait_ready(f"{api}/readyz", server)
+    made = []
+    db = await Database(url, pool_size=4).open()
+    if probes:
+        async with db.connection() as conn:
+            await conn.execute(OLD_TASKS, OLD_AGENT)
+    async with httpx.AsyncClient(base_url=api, timeout=30) as client:
+        if probes:
             for i in range(PROBES):
-                made = await client.post(
+                task = await client.post(
                     "/v1/tasks", json={"input": f"probe {i}", "context_id": "probe"}
                 )
-                probes.append(made.json()["id"])
-        async with Database(url, pool_size=4) as db:
-            empty = await measure(api, db, probes, args.rounds)
-            print(f"filling {args.tasks} tasks x {args.events_per_task} events ...", flush=True)
-            started = time.monotonic()
-            raw = await asyncpg.connect(url)
-            try:
-                await raw.execute("SET session_replication_role = replica")
-                await raw.execute(FILL_TASKS, AGENT, args.events_per_task, args.tasks)
-                await raw.execute(FILL_EVENTS, args.events_per_task)
-                await raw.execute("SET session_replication_role = origin")
-                await raw.execute("VACUUM ANALYZE tasks")
-                await raw.execute("VACUUM ANALYZE task_events")
-            finally:
-                await raw.close()
-            print(f"filled in {time.monotonic() - started:.0f} s", flush=True)
-            full = await measure(api, db, probes, args.rounds)
+                made.append(task.json()["id"])
+        else:  # a kept database: its probes are the tasks of context "probe"
+            page = await client.get("/v1/tasks", params={"context_id": "probe", "limit": 100})
+            made = [t["id"] for t in page.json()["tasks"]]
+    return Side(name, url, server, api, db, made)
+
+
+async def fill(url: str, tasks: int, events_per_task: int) -> None:
+    print(f"filling {tasks} tasks x {events_per_task} events ...", flush=True)
+    started = time.monotonic()
+    raw = await asyncpg.connect(url)
+    try:
+        await raw.execute("SET session_replication_role = replica")
+        await raw.execute(FILL_TASKS, AGENT, events_per_task, tasks)
+        await raw.execute(FILL_EVENTS, events_per_task)
+        await raw.execute("SET session_replication_role = origin")
+        await raw.execute("VACUUM ANALYZE tasks")
+        await raw.execute("VACUUM ANALYZE task_events")
+        await raw.execute("CHECKPOINT")  # its writes are not measured with the reads
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        if not args.keep:
-            await drop_database(args.server, url)
+        await raw.close()
+    print(f"filled in {time.monotonic() - started:.0f} s", flush=True)
+
+
+async def run(args: argparse.Namespace) -> None:
+    empty_url = await make_database(args.server)
+    full_url = args.full or await make_database(args.server)
+    sides: list[Side] = []
+    try:
+        sides.append(await open_side("empty", empty_url, probes=True))
+        sides.append(await open_side("full", full_url, probes=not args.full))
+        if not args.full:
+            await fill(full_url, args.tasks, args.events_per_task)
+        results = await measure(sides[0], sides[1], args.rounds)
+    finally:
+        for side in sides:
+            await side.db.close()
+            side.server.terminate()
+            side.server.wait(timeout=30)
+        await drop_database(args.server, empty_url)
+        if args.keep or args.full:
+            print(f"kept: {full_url} (again: --full {full_url})")
+        else:
+            await drop_database(args.server, full_url)
     print(f"\n{'':24} {'empty p50':>10} {'p99':>8} {'full p50':>10} {'p99':>8} {'ratio':>6}")
-    for name, (p50, p99) in empty.items():
-        f50, f99 = full[name]
+    for name, ((p50, p99), (f50, f99)) in results.items():
         print(f"{name:24} {p50:9.2f}ms {p99:7.2f}ms {f50:9.2f}ms {f99:7.2f}ms {f50 / p50:6.2f}")
 
 
@@ -219,7 +286,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1_000_000)
     parser.add_argument("--events-per-task", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    parser.add_argument("--keep", action="store_true", help="keep the full database afterwards")
+    parser.add_argument("--full", help="a database kept by --keep: measure it again, no fill")
     asyncio.run(run(parser.parse_args()))
 
 

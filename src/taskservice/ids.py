@@ -41,6 +41,13 @@ def uuid7() -> uuid.UUID:
     return uuid.UUID(int=value)
 
 
+def uuid7_floor(moment: datetime) -> uuid.UUID:
+    """The least UUIDv7 of `moment`'s millisecond (of 1970 for earlier times): every
+    id made at or after it sorts at or above it."""
+    ms = max(0, int(moment.timestamp() * 1000))
+    return uuid.UUID(int=(ms & ((1 << 48) - 1)) << 80)
+
+
 def parse_uuid(text: str) -> uuid.UUID | None:
     try:
         return uuid.UUID(text)

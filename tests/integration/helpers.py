@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import httpx
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select, text, update
@@ -14,7 +15,7 @@ from taskservice.db.tables import task_events, tasks
 from taskservice.db.tasks import TaskStore
 from taskservice.models import AgentSpec, NewTask, Task
 from taskservice.states import TaskState
-from tests.conftest import allow_any_state
+from tests.conftest import allow_any_state, wait_for
 
 SPEC = AgentSpec(profile="default", model="offline", system_prompt="be brief")
 
@@ -109,3 +110,15 @@ def worker_dies(client: Any, task_id: str) -> str:
     pool.heartbeat.drop(uuid.UUID(task_id))
     pool._runs[uuid.UUID(task_id)].cancel()
     return str(pool.worker_id)
+
+
+async def until_state(
+    client: httpx.AsyncClient, task_id: str, *states: str, timeout: float = 30.0
+) -> dict[str, Any]:
+    """The task once it is in one of `states` (polled, for at most `timeout` s)."""
+
+    async def check() -> dict[str, Any] | None:
+        task = (await client.get(f"/v1/tasks/{task_id}")).json()
+        return task if task["state"] in states else None
+
+    return await wait_for(check, timeout=timeout)  # type: ignore[no-any-return]

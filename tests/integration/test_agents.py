@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from pydantic_ai import RunContext
 from pydantic_ai.messages import (
@@ -25,16 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents import ProfileError
 from taskservice.db.steps import LedgerStore
-from tests.conftest import ClientFactory, wait_for
-from tests.integration.helpers import QUICK_RECOVERY, worker_dies
-
-
-async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        task = (await client.get(f"/v1/tasks/{task_id}")).json()
-        return task if task["state"] in states else None
-
-    return await wait_for(check, timeout=20)  # type: ignore[no-any-return]
+from tests.conftest import ClientFactory
+from tests.integration.helpers import QUICK_RECOVERY, until_state, worker_dies
 
 
 def tool_results(messages: list[ModelMessage]) -> dict[str, Any]:

@@ -126,6 +126,10 @@ async def test_list_filters_by_creation_time(client: httpx.AsyncClient) -> None:
     assert [t["id"] for t in before["tasks"]] == [first["id"]]
     future = (cut + timedelta(days=1)).isoformat()
     assert (await client.get("/v1/tasks", params={"created_after": future})).json()["tasks"] == []
+    # The window is also an id range (ids are time-ordered): at the ends of time too.
+    ends = {"created_after": "0001-01-01T00:00:00Z", "created_before": "9999-12-31T23:59:59Z"}
+    every = (await client.get("/v1/tasks", params=ends)).json()
+    assert [t["id"] for t in every["tasks"]] == [second["id"], first["id"]]
 
 
 async def test_cursor_pagination_stays_correct_while_tasks_are_inserted(

@@ -21,7 +21,7 @@ from taskservice.db.tasks import TaskStore
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 from taskservice.worker.reaper import Reaper
-from tests.conftest import ClientFactory, LiveFactory, wait_for
+from tests.conftest import ClientFactory, LiveFactory
 from tests.integration.helpers import (
     QUICK_RECOVERY,
     asks_for_a_colour,
@@ -30,19 +30,12 @@ from tests.integration.helpers import (
     force_state,
     log_lines,
     new_task,
+    until_state,
     worker_dies,
 )
 from tests.sse import read_events
 
 STREAM = {"Accept": "text/event-stream"}
-
-
-async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        task = (await client.get(f"/v1/tasks/{task_id}")).json()
-        return task if task["state"] in states else None
-
-    return await wait_for(check, timeout=20)  # type: ignore[no-any-return]
 
 
 def turns(*calls: ToolCallPart | str) -> FunctionModel:

@@ -8,7 +8,6 @@ import time
 import uuid
 from typing import Any
 
-import httpx
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -18,15 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice.db.leases import LeaseStore
 from taskservice.db.sql import Database
 from tests.conftest import ClientFactory, wait_for
-from tests.integration.helpers import event_types
-
-
-async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        task = (await client.get(f"/v1/tasks/{task_id}")).json()
-        return task if task["state"] in states else None
-
-    return await wait_for(check, timeout=20)  # type: ignore[no-any-return]
+from tests.integration.helpers import event_types, until_state
 
 
 def sleeping(seconds: float) -> FunctionModel:

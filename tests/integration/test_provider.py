@@ -6,13 +6,12 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from pydantic_ai.models import override_allow_model_requests
 
-from tests.conftest import ClientFactory, wait_for
+from tests.conftest import ClientFactory
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.integration.helpers import log_lines
+from tests.integration.helpers import log_lines, until_state
 
 MODEL = "openai-chat:fake-gpt"
 
@@ -21,14 +20,6 @@ MODEL = "openai-chat:fake-gpt"
 def fake() -> Iterator[FakeOpenAI]:
     with FakeOpenAI() as server, override_allow_model_requests(True):
         yield server
-
-
-async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        task = (await client.get(f"/v1/tasks/{task_id}")).json()
-        return task if task["state"] in states else None
-
-    return await wait_for(check, timeout=30)  # type: ignore[no-any-return]
 
 
 def provider_settings(fake: FakeOpenAI) -> dict[str, Any]:

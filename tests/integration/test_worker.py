@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-import httpx
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from taskservice.settings import Settings
 from tests.conftest import ClientFactory, wait_for
-
-
-async def until_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        task = (await client.get(f"/v1/tasks/{task_id}")).json()
-        return task if task["state"] in states else None
-
-    return await wait_for(check)  # type: ignore[no-any-return]
+from tests.integration.helpers import until_state
 
 
 async def test_a_task_runs_on_the_offline_model_and_completes(make_client: ClientFactory) -> None:

@@ -166,10 +166,16 @@ class Database:
         except _DISCONNECTS as exc:
             _discard(conn)
             raise DatabaseUnavailable(f"lost the database connection: {exc}") from exc
+        except asyncio.CancelledError:
+            # Cancelled (a stream's client gone, a lease lost, a timeout), maybe
+            # mid-query: asyncpg cancels the query on the server, and the pool's
+            # release waits for that to settle (terminating the connection if it does
+            # not), so the connection goes back usable. Discarding it instead cost a
+            # reconnect per closed event stream (the scale benchmark's stream resume).
+            raise
         except BaseException as exc:
-            # Cancelled (client gone, lease lost, timeout) or failed mid-operation: the
-            # connection may still be busy, and the next user would get "another
-            # operation is in progress". Never hand it out again.
+            # Failed mid-operation on our side: the protocol's state is unknown, and
+            # the next user could get "another operation is in progress".
             if not isinstance(exc, asyncpg.PostgresError):
                 _discard(conn)
             raise

@@ -162,6 +162,9 @@ tasks = Table(
         postgresql_where=text("context_id IS NOT NULL"),
     ),
     Index("ix_tasks_parent_id", "parent_id", postgresql_where=text("parent_id IS NOT NULL")),
+    # By agent profile (migration 0017): a profile whose tasks are old is not a walk
+    # through every newer task.
+    Index("ix_tasks_tenant_agent_id", "tenant", text("(agent ->> 'profile')"), text("id DESC")),
     # A2A's ListTasks: by status time, newest first (scanned backwards).
     Index("ix_tasks_tenant_status_at", "tenant", "status_at", "id"),
 )
