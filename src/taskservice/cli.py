@@ -1,5 +1,5 @@
-"""The `taskservice` command: serve, worker, migrate, keys, settings, openapi, and the
-client's verbs (submit, tasks)."""
+"""The `taskservice` command: serve, worker, migrate, keys, prune, settings, openapi;
+and the client's verbs (submit, tasks), in `cli_remote`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import asyncio
 import gc
 import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -17,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from taskservice import cli_remote
 from taskservice.logs import LogFormat, configure
 from taskservice.settings import Settings, get_settings
 
@@ -284,113 +284,6 @@ def cmd_openapi(args: argparse.Namespace) -> int:
     return 0
 
 
-# `submit --follow` exits with the task's final state.
-EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 2, "input_required": 3}
-EXIT_UNREACHABLE = 4
-
-
-def _client(args: argparse.Namespace) -> Any:
-    from taskservice.client import TaskClient
-
-    url = args.url or os.environ.get("TASKSERVICE_URL", "http://127.0.0.1:8000")
-    return TaskClient(url, api_key=args.api_key or os.environ.get("TASKSERVICE_API_KEY"))
-
-
-def _print(value: object) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
-
-
-def _remote(
-    action: Callable[[Any, argparse.Namespace], Awaitable[int]],
-) -> Callable[[argparse.Namespace], int]:
-    """Run a client action; problems and unreachable servers become exit codes."""
-
-    def run(args: argparse.Namespace) -> int:
-        import httpx
-
-        from taskservice.client import TaskServiceError
-
-        async def go() -> int:
-            async with _client(args) as client:
-                return await action(client, args)
-
-        try:
-            return asyncio.run(go())
-        except TaskServiceError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        except httpx.TransportError as exc:
-            print(f"error: cannot reach the service: {exc}", file=sys.stderr)
-            return EXIT_UNREACHABLE
-
-    return run
-
-
-async def _submit(client: Any, args: argparse.Namespace) -> int:
-    metadata = json.loads(args.metadata) if args.metadata else None
-    task = await client.submit(
-        args.input,
-        system_prompt=args.system_prompt,
-        agent=args.agent,
-        model=args.model,
-        context_id=args.context_id,
-        metadata=metadata,
-        idempotency_key=args.idempotency_key,
-        priority=args.priority,
-        run_at=args.run_at,
-    )
-    if not args.follow:
-        _print(task)
-        return 0
-    print(f"task {task['id']} submitted", file=sys.stderr)
-    writing = False  # the model's text is being printed as it comes
-    async for event in client.stream(task["id"], deltas=True):
-        data = event["data"]
-        if event["type"] == "delta":
-            if data["kind"] == "text":
-                if not writing:
-                    sys.stderr.write("      ")
-                sys.stderr.write(data["text"])
-                sys.stderr.flush()
-                writing = True
-            continue
-        if writing:
-            sys.stderr.write("\n")
-            writing = False
-        if event["type"] == "log":
-            detail = f"{data['level']}: {data['message']}"
-        else:
-            detail = data.get("to") or data.get("note") or data.get("name") or ""
-        print(f"{event['seq']:>4}  {event['type']:<13} {detail}", file=sys.stderr)
-    final = await client.get(task["id"])
-    if final["state"] == "completed":
-        result = final["result"]
-        print(result if isinstance(result, str) else json.dumps(result, indent=2))
-    elif final["state"] == "input_required":
-        for question in final["input_request"].get("questions", []):
-            print(f"question {question['id']}: {question['question']}")
-    else:
-        print(f"{final['state']}: {json.dumps(final.get('error'))}", file=sys.stderr)
-    return EXIT_CODES[final["state"]]
-
-
-async def _tasks(client: Any, args: argparse.Namespace) -> int:
-    if args.tasks_command == "list":
-        _print(await client.list(state=args.state, context_id=args.context_id, limit=args.limit))
-    elif args.tasks_command == "get":
-        _print(await client.get(args.id, wait=args.wait))
-    elif args.tasks_command == "cancel":
-        _print(await client.cancel(args.id, reason=args.reason))
-    else:
-        _print(await client.provide_input(args.id, answer=args.answer))
-    return 0
-
-
-def _add_remote(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help="the service (TASKSERVICE_URL, default 127.0.0.1:8000)")
-    parser.add_argument("--api-key", help="an API key (TASKSERVICE_API_KEY)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="taskservice", description=__doc__)
     parser.add_argument("--log-level", help="debug, info, warning, error (TASKSERVICE_LOG_LEVEL)")
@@ -426,38 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("id")
     keys.set_defaults(func=cmd_keys)
 
-    submit = sub.add_parser("submit", help="submit a task (over HTTP)")
-    submit.add_argument("input")
-    submit.add_argument("--follow", "-f", action="store_true", help="stream events until done")
-    submit.add_argument("--system-prompt")
-    submit.add_argument("--agent", help="agent profile")
-    submit.add_argument("--model")
-    submit.add_argument("--context-id")
-    submit.add_argument("--metadata", help="a JSON object")
-    submit.add_argument("--idempotency-key")
-    submit.add_argument("--priority", type=int, help="higher runs first (-1000 … 1000)")
-    submit.add_argument("--run-at", help="not before this time (ISO 8601 with an offset)")
-    _add_remote(submit)
-    submit.set_defaults(func=_remote(_submit))
-
-    tasks = sub.add_parser("tasks", help="list, get, cancel or answer tasks (over HTTP)")
-    tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
-    listing = tasks_sub.add_parser("list")
-    listing.add_argument("--state", action="append")
-    listing.add_argument("--context-id")
-    listing.add_argument("--limit", type=int)
-    get = tasks_sub.add_parser("get")
-    get.add_argument("id")
-    get.add_argument("--wait", type=float, help="long poll up to this many seconds")
-    cancel = tasks_sub.add_parser("cancel")
-    cancel.add_argument("id")
-    cancel.add_argument("--reason")
-    answer = tasks_sub.add_parser("input", help="answer a task waiting for input")
-    answer.add_argument("id")
-    answer.add_argument("answer")
-    for command in (listing, get, cancel, answer):
-        _add_remote(command)
-    tasks.set_defaults(func=_remote(_tasks))
+    cli_remote.add_commands(sub)
 
     pruning = sub.add_parser(
         "prune", help="delete finished tasks past their retention (or --older-than)"

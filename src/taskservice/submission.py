@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol
 
 from taskservice.agent_options import AgentOptions, effective
 from taskservice.agents import AgentCatalog
@@ -19,7 +19,17 @@ from taskservice.models import NewTask
 from taskservice.scheduling import check_priority, check_run_at
 from taskservice.settings import Settings
 from taskservice.tracing import Tracing
-from taskservice.webhooks.subscriptions import WebhookRequest
+
+
+class Webhook(Protocol):
+    """What of a task's webhook its request hash holds (`WebhookRequest`)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def states(self) -> Collection[str]: ...
+    @property
+    def secret(self) -> str | None: ...
 
 
 class NewTasks:
@@ -45,7 +55,7 @@ class NewTasks:
         max_attempts: int | None = None,
         timeout_seconds: float | None = None,
         idempotency_key: str | None = None,
-        webhooks: Sequence[WebhookRequest] = (),
+        webhooks: Sequence[Webhook] = (),
         detached: bool = False,
         priority: Any = 0,
         run_at: Any = None,

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.conftest import cli_env, serve
+from tests.acceptance.conftest import cli_env, free_port, serve
 
 pytestmark = pytest.mark.slow
 
@@ -53,3 +53,31 @@ def test_json_lines_carry_the_task_tenant_worker_and_attempt(
     assert access, logged
     assert all(line["task_id"] == made["id"] for line in access)
     assert all(line["tenant"] == "default" for line in access)
+
+
+def test_a_failed_webhook_attempt_is_one_line_about_its_task(
+    tmp_path: Path, database_url: str, db: object
+) -> None:
+    env = cli_env(
+        TASKSERVICE_DATABASE_URL=database_url,
+        TASKSERVICE_LOG_FORMAT="json",
+        TASKSERVICE_WEBHOOK_ALLOW_HTTP="true",
+        TASKSERVICE_WEBHOOK_ALLOW_TARGETS="127.0.0.1/32",
+    )
+    nobody = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens: refused
+    with serve(env, tmp_path / "serve.log") as server:
+        made = httpx.post(
+            f"{server.url}/v1/tasks",
+            json={"input": "hello", "webhooks": [{"url": nobody, "states": ["pending"]}]},
+        ).json()
+        deadline = time.monotonic() + 20
+        while "attempt 1 failed" not in server.output():
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.05)
+    [failed] = [line for line in lines(server.output()) if "attempt 1 failed" in line["message"]]
+    assert failed["logger"] == "taskservice.webhooks.dispatcher"
+    assert failed["level"] == "INFO"
+    assert failed["task_id"] == made["id"]
+    assert failed["tenant"] == "default"
+    assert failed["worker"]  # the dispatcher's id
+    assert "next in" in failed["message"]

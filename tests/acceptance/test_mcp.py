@@ -104,7 +104,10 @@ async def test_the_official_client_on_both_revisions(
 ) -> None:
     async with make_live(
         # Long enough for a quick task on a busy machine, short of the sleeper's 3 s.
-        models=MODELS, agents_file=profiles, mcp_call_seconds=1.5, workers_enabled=True
+        models=MODELS,
+        agents_file=profiles,
+        mcp_call_seconds=1.5,
+        workers_enabled=True,
     ) as live:
         url = f"{live.url}/mcp"
         async with (

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import BindParameter, Integer, Text, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
+from taskservice.db.cancels import CANCEL_ORPHANS, CANCEL_SUBTASKS, FAIL_OPEN_CALLS
 from taskservice.db.counts import count
 from taskservice.db.eventlog import NEXT_SEQ, STATE_CHANGE, append_events
 from taskservice.db.followups import TAKES_FOLLOWUPS
@@ -113,82 +114,6 @@ SELECT t.* FROM t JOIN e ON e.task_id = t.id
     )
 
 
-_CASCADE_EVENT = append_events(
-    type="'state_change'",
-    data="""jsonb_build_object('from', t.prior_state, 'to', 'cancelled',
-                  'reason', t.cancel_reason, 'cause', t.cause, 'parent_id', t.parent_id)""",
-)
-
-
-def _cancel_tree(roots: str) -> str:
-    """Cancel the live tasks `roots` selects (`id`, `cause`, `reason`) and every live
-    task below them, at any depth, except below a detached one (each with its event:
-    `cause` for a root, `parent_cancelled` further down; the root's reason). FOR
-    UPDATE re-reads a row changed meanwhile, so a task that completed a moment ago
-    is left alone."""
-    return f"""
-WITH RECURSIVE roots AS (
-{roots}
-),
-tree AS (
-    SELECT id, cause, reason FROM roots
-    UNION
-    SELECT tasks.id, 'parent_cancelled'::text, tree.reason
-    FROM tasks JOIN tree ON tasks.parent_id = tree.id
-    WHERE NOT tasks.detached
-),
-live AS (
-    SELECT tasks.id, tasks.state AS prior_state, tree.cause, tree.reason
-    FROM tasks JOIN tree ON tasks.id = tree.id
-    WHERE tasks.state IN ('pending', 'running', 'input_required')
-    FOR UPDATE OF tasks
-),
-t AS (
-    UPDATE tasks SET state = 'cancelled', cancel_reason = live.reason,
-                     finished_at = now(), updated_at = now(),
-                     lease_owner = NULL, lease_expires_at = NULL, {NEXT_SEQ}
-    FROM live WHERE tasks.id = live.id AND tasks.state = live.prior_state
-    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.parent_id, tasks.cancel_reason,
-              live.prior_state, live.cause
-)
-{_CASCADE_EVENT}
-"""
-
-
-# The live subtasks of a task that ended (cancelled, failed, timed out), but those
-# spawned detached, with theirs.
-_CANCEL_SUBTASKS = Statement(
-    text(
-        _cancel_tree("""
-    SELECT id, CAST(:v_cause AS text) AS cause, CAST(:v_cancel_reason AS text) AS reason
-    FROM tasks WHERE parent_id = :p_id AND NOT detached""")
-    ).bindparams(
-        bindparam("p_id", type_=UUID(as_uuid=True)),
-        bindparam("v_cancel_reason", type_=Text),
-        bindparam("v_cause", type_=Text),
-    )
-)
-# The reaper's backstop: live subtasks (not detached) of a parent that ended failed or
-# cancelled without taking them along (it ended while no process was up to, or a
-# subtask was spawned as its parent ended). Read through ix_tasks_live_state.
-_CANCEL_ORPHANS = Statement(
-    text(
-        _cancel_tree("""
-    SELECT c.id,
-           CASE WHEN p.state = 'cancelled' THEN 'parent_cancelled'
-                WHEN p.error ->> 'type' = 'timeout' THEN 'parent_timeout'
-                ELSE 'parent_failed' END AS cause,
-           CASE WHEN p.state = 'cancelled' THEN p.cancel_reason
-                WHEN p.error ->> 'type' = 'timeout' THEN 'its parent task timed out'
-                ELSE 'its parent task failed' END AS reason
-    FROM tasks c JOIN tasks p ON p.id = c.parent_id
-    WHERE c.state IN ('pending', 'running', 'input_required') AND NOT c.detached
-      AND p.state IN ('failed', 'cancelled')
-    ORDER BY c.id
-    LIMIT :p_limit""")
-    ).bindparams(bindparam("p_limit", type_=Integer))
-)
-
 _ANSWER_CALLS = Statement(
     text("""
 UPDATE task_calls SET status = 'completed', result = to_jsonb(x.answer), finished_at = now()
@@ -208,13 +133,6 @@ WHERE tenant = :p_tenant AND context_id IS NOT DISTINCT FROM :p_context
        OR (:p_context IS NOT NULL AND {TAKES_FOLLOWUPS}))
 ORDER BY id LIMIT 50
 """).bindparams(bindparam("p_tenant", type_=Text), bindparam("p_context", type_=Text))
-)
-
-_FAIL_OPEN_CALLS = Statement(
-    text("""
-UPDATE task_calls SET status = 'failed', error = 'cancelled', finished_at = now()
-WHERE task_id = ANY(CAST(:p_ids AS uuid[])) AND status IN ('pending', 'in_progress')
-""")
 )
 
 
@@ -413,28 +331,28 @@ class TaskStore:
             if row is None:
                 return None
             params |= {"v_cause": "parent_cancelled"}
-            below = await conn.fetch(_CANCEL_SUBTASKS.sql, *_CANCEL_SUBTASKS.args(params))
+            below = await conn.fetch(CANCEL_SUBTASKS.sql, *CANCEL_SUBTASKS.args(params))
             # Tool calls under way when the run stops never report back: close them.
             ids = [task_id, *(r["task_id"] for r in below)]
-            await conn.execute(_FAIL_OPEN_CALLS.sql, *_FAIL_OPEN_CALLS.args({"p_ids": ids}))
+            await conn.execute(FAIL_OPEN_CALLS.sql, *FAIL_OPEN_CALLS.args({"p_ids": ids}))
         return task_from_row(row)
 
     async def cancel_subtasks(self, parent_id: uuid.UUID, *, cause: str, reason: str) -> int:
         """Cancel the live subtasks of a task that ended (but the detached ones), with
         theirs; how many were cancelled."""
         params = {"p_id": parent_id, "v_cause": cause, "v_cancel_reason": reason}
-        return await self._cancel_tree(_CANCEL_SUBTASKS, params)
+        return await self._cancel_tree(CANCEL_SUBTASKS, params)
 
     async def cancel_orphans(self, *, limit: int = 100) -> int:
-        """The reaper's backstop (`_CANCEL_ORPHANS`); how many were cancelled."""
-        return await self._cancel_tree(_CANCEL_ORPHANS, {"p_limit": limit})
+        """The reaper's backstop (`CANCEL_ORPHANS`); how many were cancelled."""
+        return await self._cancel_tree(CANCEL_ORPHANS, {"p_limit": limit})
 
     async def _cancel_tree(self, statement: Statement, params: dict[str, Any]) -> int:
         async with self.db.connection() as conn, conn.transaction():
             cancelled = await conn.fetch(statement.sql, *statement.args(params))
             ids = [row["task_id"] for row in cancelled]
             if ids:
-                await conn.execute(_FAIL_OPEN_CALLS.sql, *_FAIL_OPEN_CALLS.args({"p_ids": ids}))
+                await conn.execute(FAIL_OPEN_CALLS.sql, *FAIL_OPEN_CALLS.args({"p_ids": ids}))
         return len(ids)
 
     async def provide_input(

@@ -223,6 +223,8 @@ class Dispatcher:
                 log.warning(
                     "delivery %s: attempt %d was settled elsewhere", claimed.id, claimed.attempt
                 )
+            elif not outcome.succeeded:
+                _log_failure(claimed, outcome)
         except TRANSIENT_ERRORS as exc:
             # Not recorded: the lease runs out and the delivery is attempted again.
             OUTAGE.failed(f"delivery {claimed.id}", exc)
@@ -315,6 +317,26 @@ class Dispatcher:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.settings.webhook_max_retry_after_seconds))
         return delay
+
+
+def _log_failure(claimed: Claimed, outcome: Outcome) -> None:
+    """A failed attempt, one line: what came back, and what follows (the line carries
+    the task, tenant and dispatcher: `logs.annotate` in `_attempt`)."""
+    what = f"HTTP {outcome.status_code}" if outcome.status_code is not None else outcome.error
+    if outcome.retry_in is not None:
+        log.info(
+            "delivery %s: attempt %d failed (%s); next in %.0fs",
+            claimed.id,
+            claimed.attempt,
+            what,
+            outcome.retry_in,
+        )
+    elif outcome.disable_reason is not None:
+        log.warning("delivery %s: the receiver is gone (%s): webhook disabled", claimed.id, what)
+    else:
+        log.warning(
+            "delivery %s: attempt %d failed (%s); given up", claimed.id, claimed.attempt, what
+        )
 
 
 def _attempt_outcome(outcome: Outcome) -> str:
