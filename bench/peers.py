@@ -1,0 +1,207 @@
+"""A2A peers side by side: tasks completed per second under the same load.
+
+Each request sends one message that creates a new task and is answered once the
+task completed, from `--connections` keep-alive connections for `--seconds`
+(after a warm-up), the same echo agent on both servers (`bench/peer_agent.py`,
+answering at once or after `--model-delay-ms`):
+
+- taskservice: one `taskservice serve` process, default settings, on a fresh
+  database; A2A 1.0 `SendMessage` over JSON-RPC, which blocks until the task is done;
+  every task durable in PostgreSQL.
+- fasta2a: pydantic's A2A server (`agent_to_a2a`, in-memory storage and broker), one
+  uvicorn process, in the bench's own environment (`bench/.peers-venv`, made on first
+  use with fasta2a, pydantic-ai-slim and uvicorn from PyPI); its `message/send`
+  never waits, so each request is a `message/stream`, read until the task's final
+  status.
+
+Rounds alternate between the servers; tasks/s of each round, then the ratio
+taskservice / fasta2a over all rounds (issue 17's target: >= 1.2 with an instant
+model; >= 400 tasks/s for taskservice with a 100 ms one). The client is Python
+(httpx), on the same cores as the servers: the ratio is what to read.
+
+    .venv/bin/python bench/peers.py [--seconds 10] [--rounds 2] [--connections 64]
+    .venv/bin/python bench/peers.py --model-delay-ms 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from submit import (  # noqa: E402
+    DEFAULT_SERVER,
+    drop_database,
+    free_port,
+    make_database,
+    start_serve,
+    wait_ready,
+)
+
+VENV = HERE / ".peers-venv"
+PEERS = ["fasta2a==2.1.1", "pydantic-ai-slim==2.68.0", "uvicorn==0.54.0"]
+V1 = {"A2A-Version": "1.0"}
+
+
+def peers_python() -> Path:
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        print(f"making {VENV} ({', '.join(PEERS)}) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEERS], check=True)
+    return python
+
+
+def start_fasta2a(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            str(peers_python()),
+            "-m",
+            "uvicorn",
+            "peer_agent:app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=HERE,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def message(text: str, role: str) -> dict[str, object]:
+    return {"role": role, "messageId": str(uuid.uuid4()), "parts": [{"kind": "text", "text": text}]}
+
+
+async def taskservice_once(client: httpx.AsyncClient) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {**message("ping", "ROLE_USER"), "parts": [{"text": "ping"}]}},
+    }
+    answer = (await client.post("/a2a", json=body, headers=V1)).json()
+    state = answer["result"]["task"]["status"]["state"]
+    assert state == "TASK_STATE_COMPLETED", answer
+
+
+async def fasta2a_once(client: httpx.AsyncClient) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/stream",
+        "params": {"message": {**message("ping", "user"), "kind": "message"}},
+    }
+    async with client.stream("POST", "/", json=body) as response:
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            result = json.loads(line[5:])["result"]
+            event = result.get("statusUpdate") or result.get("task") or result
+            state = event.get("status", {}).get("state")
+            if state in ("completed", "failed", "canceled"):
+                assert state == "completed", event
+                return
+    raise AssertionError("the stream ended before the task")
+
+
+async def load(url: str, once: object, connections: int, seconds: float) -> tuple[float, int]:
+    """Tasks completed per second over `seconds`, after a second of warm-up, and the
+    requests that got no answer (a connection dropped: counted, not fatal)."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        done = failed = 0
+        counting = False
+        stop = False
+
+        async def loop() -> None:
+            nonlocal done, failed
+            while not stop:
+                try:
+                    await once(client)  # type: ignore[operator]
+                except httpx.TransportError:
+                    failed += 1
+                    continue
+                if counting:
+                    done += 1
+
+        workers = [asyncio.create_task(loop()) for _ in range(connections)]
+        await asyncio.sleep(1)  # warm-up: connections open, plans cached
+        counting, started = True, time.monotonic()
+        await asyncio.sleep(seconds)
+        counting, elapsed = False, time.monotonic() - started
+        stop = True
+        await asyncio.gather(*workers)
+    return done / elapsed, failed
+
+
+async def run(args: argparse.Namespace) -> None:
+    env = {"PYTHONPATH": str(HERE), "BENCH_MODEL_DELAY_MS": str(args.model_delay_ms)}
+    url = await make_database(args.server)
+    ours_port, theirs_port = free_port(), free_port()
+    ours = start_serve(
+        ours_port,
+        {
+            **env,
+            "TASKSERVICE_DATABASE_URL": url,
+            "TASKSERVICE_PLUGINS": "peer_agent",
+            "TASKSERVICE_DEFAULT_MODEL": "echo",
+            "TASKSERVICE_ALLOWED_MODELS": "echo",
+        },
+        "--no-webhooks",
+    )
+    theirs = start_fasta2a(theirs_port, env)
+    results: dict[str, list[float]] = {"taskservice": [], "fasta2a": []}
+    try:
+        wait_ready(f"http://127.0.0.1:{ours_port}/readyz", ours)
+        wait_ready(f"http://127.0.0.1:{theirs_port}/.well-known/agent-card.json", theirs)
+        servers = {
+            "taskservice": (f"http://127.0.0.1:{ours_port}", taskservice_once),
+            "fasta2a": (f"http://127.0.0.1:{theirs_port}", fasta2a_once),
+        }
+        for round_ in range(args.rounds):
+            order = list(servers) if round_ % 2 == 0 else list(reversed(servers))
+            for name in order:
+                base, once = servers[name]
+                rate, failed = await load(base, once, args.connections, args.seconds)
+                results[name].append(rate)
+                dropped = f" ({failed} requests unanswered)" if failed else ""
+                print(f"round {round_ + 1} {name:12} {rate:7.1f} tasks/s{dropped}", flush=True)
+    finally:
+        for process in (ours, theirs):
+            process.terminate()
+            process.wait(timeout=30)
+        await drop_database(args.server, url)
+    ours_rate = sum(results["taskservice"]) / len(results["taskservice"])
+    theirs_rate = sum(results["fasta2a"]) / len(results["fasta2a"])
+    print(
+        f"\nmodel delay {args.model_delay_ms} ms, {args.connections} connections: "
+        f"taskservice {ours_rate:.1f}/s, fasta2a {theirs_rate:.1f}/s, "
+        f"ratio {ours_rate / theirs_rate:.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--server", default=os.environ.get("BENCH_DATABASE", DEFAULT_SERVER))
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--model-delay-ms", type=float, default=0)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
