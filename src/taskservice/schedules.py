@@ -82,6 +82,11 @@ class ScheduleService:
         zone or enabling starts from the next slot after now."""
         current = await self.get(tenant=tenant, schedule_id=schedule_id)
         changes = dict(changes)
+        for field, value in changes.items():
+            if value is None and field != "name":
+                raise InvalidRequest(
+                    f"{field} cannot be null (leave it out to keep it)", field=field
+                )
         parsed = Cron.parse(
             changes.get("cron", current.cron), changes.get("timezone", current.timezone)
         )

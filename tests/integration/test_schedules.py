@@ -104,8 +104,10 @@ async def test_bad_schedules_are_refused_naming_the_field_and_change_nothing(
             assert refused.headers["content-type"] == "application/problem+json"
             assert field in refused.text, (field, refused.text)
         made = await create(client)
-        bad = await client.patch(f"/v1/schedules/{made['id']}", json={"cron": "nope"})
-        assert bad.status_code == 422
+        for change in ({"cron": "nope"}, {"cron": None}, {"enabled": None}, {"task": None}):
+            bad = await client.patch(f"/v1/schedules/{made['id']}", json=change)
+            assert bad.status_code == 422, (change, bad.text)
+            assert bad.headers["content-type"] == "application/problem+json"
         assert (await client.get(f"/v1/schedules/{made['id']}")).json() == made
         assert (await client.get("/v1/schedules/not-an-id")).status_code == 404
     async with db.connect() as conn:

@@ -138,10 +138,10 @@ _SETTABLE = {
 _updates: dict[frozenset[str], Statement] = {}
 
 
-def _update(fields: frozenset[str]) -> Statement:
-    if fields not in _updates:
-        sets = ", ".join(f"{name} = :{name}" for name in sorted(fields))
-        _updates[fields] = text_statement(
+def _update(names: frozenset[str]) -> Statement:
+    if names not in _updates:
+        sets = ", ".join(f"{name} = :{name}" for name in sorted(names))
+        _updates[names] = text_statement(
             f"""
 UPDATE schedules SET {sets}, updated_at = now()
 WHERE id = :id AND tenant = :tenant
@@ -149,9 +149,9 @@ RETURNING {_COLUMNS}
 """,
             id=_UUID,
             tenant=Text,
-            **{name: _SETTABLE[name] for name in fields},
+            **{name: _SETTABLE[name] for name in names},
         )
-    return _updates[fields]
+    return _updates[names]
 
 
 _DUE = f"""

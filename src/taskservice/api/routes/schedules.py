@@ -90,8 +90,9 @@ async def get_schedule(schedule_id: str, caller: Caller) -> ScheduleOut:
 )
 async def update_schedule(schedule_id: str, body: ScheduleUpdate, caller: Caller) -> ScheduleOut:
     changes = body.model_dump(mode="json", exclude_unset=True, exclude={"task"})
-    if body.task is not None:
-        changes["task"] = body.task.model_dump(mode="json", exclude_defaults=True)
+    if "task" in body.model_fields_set:  # a null one is refused with the others
+        task = body.task
+        changes["task"] = task.model_dump(mode="json", exclude_defaults=True) if task else None
     schedule = await caller.schedules.update(
         tenant=caller.tenant, schedule_id=schedule_id, changes=changes
     )
