@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import sys
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from opentelemetry import trace
@@ -64,8 +65,6 @@ class _Json(JsonFormatter):
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         # ISO 8601 in UTC, to the millisecond: what log stores parse without a hint.
-        from datetime import UTC, datetime
-
         return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
 

@@ -112,10 +112,9 @@ class Runtime:
             reaper.start()
             stack.push_async_callback(reaper.stop)
             policy = retention_policy(settings)
+            retention = RetentionStore(db)
             if policy.prunes:
-                pruner = Pruner(
-                    RetentionStore(db), policy, interval=settings.retention_interval_seconds
-                )
+                pruner = Pruner(retention, policy, interval=settings.retention_interval_seconds)
                 pruner.start()
                 stack.push_async_callback(pruner.stop)
             keys = ApiKeyStore(engine)
@@ -166,7 +165,7 @@ class Runtime:
             )
             # Start a little back, so events still in flight at start are not skipped.
             # Ids below what retention pruned are gaps for good, not commits to wait for.
-            pruned_before = await RetentionStore(db).events_pruned_before()
+            pruned_before = await retention.events_pruned_before()
             await watermark.start(max(0, await event_log.latest_id() - 1000, pruned_before - 1))
             stack.push_async_callback(watermark.stop)
             webhooks = WebhookService(SubscriptionStore(db), DeliveryLog(db), settings)
@@ -182,8 +181,9 @@ class Runtime:
                 tracing=tracing,
             )
             # Tasks for later become claimable when their time comes; schedules fire.
-            schedules = ScheduleService(ScheduleStore(db), service.new_tasks)
-            scheduler = Scheduler(ScheduleStore(db), fire=schedules.fire_due)
+            schedule_store = ScheduleStore(db)
+            schedules = ScheduleService(schedule_store, service.new_tasks)
+            scheduler = Scheduler(schedule_store, fire=schedules.fire_due)
             scheduler.start()
             stack.push_async_callback(scheduler.stop)
             pool: WorkerPool | None = None

@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from taskservice.db.schedules import NameTaken, Schedule, ScheduleStore
 from taskservice.db.tasks import task_params
@@ -45,7 +45,7 @@ class ScheduleService:
         task: dict[str, Any],
         name: str | None = None,
         enabled: bool = True,
-        missed: str = "latest",
+        missed: MissedPolicy = "latest",
     ) -> Schedule:
         parsed = Cron.parse(cron, timezone)
         await self._check_template(tenant, task)
@@ -124,8 +124,7 @@ class ScheduleService:
                 assert due.now is not None
                 assert schedule.next_run_at is not None  # due: enabled
                 cron = Cron(schedule.cron, schedule.timezone)
-                missed = cast(MissedPolicy, schedule.missed)
-                firing = plan(cron, schedule.next_run_at, due.now, missed)
+                firing = plan(cron, schedule.next_run_at, due.now, schedule.missed)
                 error = None
                 try:
                     tasks = [task_params(await self._slot_task(schedule, s)) for s in firing.slots]

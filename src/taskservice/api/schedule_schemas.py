@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
 from taskservice.api.schemas import Request, TaskTemplate
 from taskservice.db.schedules import Schedule
-from taskservice.scheduling import Cron
+from taskservice.scheduling import Cron, MissedPolicy
 
-Missed = Literal["skip", "latest", "all"]
 _CRON = (
     "Five fields (minute hour day-of-month month day-of-week), or six with seconds "
     "first; names (`MON`, `JAN`), ranges, steps and lists as in cron. In `timezone`, "
@@ -43,7 +42,7 @@ class ScheduleCreate(Request):
     )
     task: TaskTemplate = Field(description="The task each slot starts; checked like a submit.")
     enabled: bool = True
-    missed: Missed = Field(default="latest", description=_MISSED)
+    missed: MissedPolicy = Field(default="latest", description=_MISSED)
 
 
 class ScheduleUpdate(Request):
@@ -55,7 +54,7 @@ class ScheduleUpdate(Request):
     timezone: str | None = Field(default=None, min_length=1, max_length=100)
     task: TaskTemplate | None = None
     enabled: bool | None = None
-    missed: Missed | None = None
+    missed: MissedPolicy | None = None
 
 
 class ScheduleOut(BaseModel):
@@ -66,7 +65,7 @@ class ScheduleOut(BaseModel):
     description: str = Field(description="The cron expression in words.")
     task: dict[str, Any]
     enabled: bool
-    missed: Missed
+    missed: MissedPolicy
     next_run_at: datetime | None = Field(description="The next slot; null while disabled.")
     next_runs: list[datetime] = Field(description="The next few slots, from `next_run_at`.")
     last_slot: datetime | None = Field(description="The last slot that started a task.")

@@ -28,6 +28,7 @@ from sqlalchemy.types import Boolean, DateTime, Integer, Text
 from taskservice.db.engine import dumps_json
 from taskservice.db.sql import Database, Row, Statement, text_statement
 from taskservice.db.submits import create_many
+from taskservice.scheduling import MissedPolicy
 
 _UUID = UUID(as_uuid=True)
 _TZ = DateTime(timezone=True)
@@ -74,7 +75,7 @@ class Schedule:
     timezone: str
     task: dict[str, Any]  # the submit fields of each slot's task
     enabled: bool
-    missed: str  # skip | latest | all
+    missed: MissedPolicy
     next_run_at: datetime | None  # None while disabled
     last_slot: datetime | None
     last_task_id: uuid.UUID | None

@@ -323,7 +323,8 @@ def _log_failure(claimed: Claimed, outcome: Outcome) -> None:
     """A failed attempt, one line: what came back, and what follows (the line carries
     the task, tenant and dispatcher: `logs.annotate` in `_attempt`)."""
     what = f"HTTP {outcome.status_code}" if outcome.status_code is not None else outcome.error
-    if outcome.retry_in is not None:
+    kind = _attempt_outcome(outcome)
+    if kind == "retrying":
         log.info(
             "delivery %s: attempt %d failed (%s); next in %.0fs",
             claimed.id,
@@ -331,7 +332,7 @@ def _log_failure(claimed: Claimed, outcome: Outcome) -> None:
             what,
             outcome.retry_in,
         )
-    elif outcome.disable_reason is not None:
+    elif kind == "gone":
         log.warning("delivery %s: the receiver is gone (%s): webhook disabled", claimed.id, what)
     else:
         log.warning(

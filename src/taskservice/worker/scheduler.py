@@ -44,6 +44,7 @@ class Scheduler:
         self.tick = tick
         self._fire = fire
         self._wakers: list[Callable[[], None]] = []
+        self._expecting = False  # the last tick knew a task would be due by the next
         self._loop: asyncio.Task[None] | None = None
 
     def on_due(self, wake: Callable[[], None]) -> None:
@@ -59,16 +60,18 @@ class Scheduler:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop
 
-    async def tick_once(self, *, expected: bool = False) -> float:
-        """One tick; returns the seconds to sleep before the next. `expected`: a task
-        was known to be due now (wake the workers even if another process promoted
-        it)."""
+    async def tick_once(self) -> float:
+        """One tick; returns the seconds to sleep before the next. Wakes the workers
+        when tasks became claimable, or when the last tick knew a task would be due by
+        now (another process may have promoted it first)."""
+        expected, self._expecting = self._expecting, False
         tick = await self.store.tick()
         while tick.full:  # a backlog after downtime: all of it, batch by batch
             self._wake()
             tick = await self.store.tick()
         if tick.promoted or expected:
             self._wake()
+        self._expecting = tick.task_in is not None and tick.task_in < self.tick
         schedule_in = tick.schedule_in
         if schedule_in is not None and schedule_in <= 0 and self._fire is not None:
             await self._fire()  # its tasks' events wake the workers everywhere
@@ -81,14 +84,12 @@ class Scheduler:
             wake()
 
     async def _run(self) -> None:
-        expected = False
         while True:
             try:
-                sleep = await self.tick_once(expected=expected)
+                sleep = await self.tick_once()
             except TRANSIENT_ERRORS as exc:
                 OUTAGE.failed("scheduler", exc)
-                expected = True  # whatever came due meanwhile
+                self._expecting = True  # whatever came due meanwhile
                 await asyncio.sleep(_RETRY_DELAY)
                 continue
-            expected = sleep < self.tick
             await asyncio.sleep(sleep)
