@@ -5,9 +5,12 @@ where a failing outcome write is injected to make its timing exact."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import math
 import time
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +22,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice.db import notify
 from taskservice.db.engine import asyncpg_dsn
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.outage import OUTAGE
@@ -127,6 +131,29 @@ async def test_connections_killed_while_idle_are_replaced_not_used(
             *(client.post("/v1/tasks", json={"input": "x"}, headers=headers) for _ in range(8)),
         )
     assert [a.status_code for a in answers] == [200] * 8 + [201] * 8
+
+
+async def test_a_listen_cancelled_while_it_sets_up_leaves_no_connection_open(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The event hub stopped while it re-LISTENs (after a blip) cancels `listen`
+    between its connect and its last LISTEN: the new connection must be closed, not
+    left to the garbage collector (CI saw asyncpg's "unclosed connection")."""
+    channels = {f"taskservice_test_{n}": lambda *_: None for n in range(8)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for steps in range(40):  # cancelled at each await along the way
+            listening = asyncio.create_task(notify.listen(database_url, channels, lambda: None))
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await (await listening).close()
+        await asyncio.sleep(0.05)
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    # Nor a handshake's failure left unseen ("Future exception was never retrieved").
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
 def answers_once(calls: list[str]) -> FunctionModel:

@@ -27,6 +27,7 @@ A notice is a hint: readers catch up from the tables, so a lost one costs latenc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -45,17 +46,36 @@ async def connect(database_url: str) -> asyncpg.Connection:
     """A connection of its own, outside the pools (LISTEN needs one for its whole
     life; the heartbeat one that no busy pool can starve)."""
     dsn, kwargs = asyncpg_dsn(database_url)
-    return await asyncpg.connect(dsn, **kwargs)
+    # Cancelled mid-handshake, asyncpg leaves a future failing unseen ("Future
+    # exception was never retrieved"): let the connect finish aside, then close it.
+    connecting = asyncio.ensure_future(asyncpg.connect(dsn, **kwargs))
+    try:
+        return await asyncio.shield(connecting)
+    except asyncio.CancelledError:
+        connecting.add_done_callback(_close_unwanted)
+        raise
+
+
+def _close_unwanted(connecting: asyncio.Future[asyncpg.Connection]) -> None:
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result().terminate()
 
 
 async def listen(
     database_url: str, channels: dict[str, Callback], on_lost: Callable[[], None]
 ) -> asyncpg.Connection:
-    """A connection LISTENing on `channels`; `on_lost` runs when it closes."""
+    """A connection LISTENing on `channels`; `on_lost` runs when it closes.
+
+    Cancelled or failed part way (the hub stopped while it re-LISTENs after a blip),
+    the new connection is closed here: nothing else holds it yet."""
     conn = await connect(database_url)
-    conn.add_termination_listener(lambda _conn: on_lost())
-    for channel, callback in channels.items():
-        await conn.add_listener(channel, callback)
+    try:
+        conn.add_termination_listener(lambda _conn: on_lost())
+        for channel, callback in channels.items():
+            await conn.add_listener(channel, callback)
+    except BaseException:
+        conn.terminate()
+        raise
     return conn
 
 
