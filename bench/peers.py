@@ -5,9 +5,9 @@ task completed, from `--connections` keep-alive connections for `--seconds`
 (after a warm-up), the same echo agent on both servers (`bench/peer_agent.py`,
 answering at once or after `--model-delay-ms`):
 
-- taskservice: one `taskservice serve` process, default settings, on a fresh
-  database; A2A 1.0 `SendMessage` over JSON-RPC, which blocks until the task is done;
-  every task durable in PostgreSQL.
+- taskservice: `taskservice serve` with default settings (a process per core;
+  `--processes N` to choose), on a fresh database; A2A 1.0 `SendMessage` over
+  JSON-RPC, which blocks until the task is done; every task durable in PostgreSQL.
 - fasta2a: pydantic's A2A server (`agent_to_a2a`, in-memory storage and broker), one
   uvicorn process, in the bench's own environment (`bench/.peers-venv`, made on first
   use with fasta2a, pydantic-ai-slim and uvicorn from PyPI); its `message/send`
@@ -161,6 +161,7 @@ async def run(args: argparse.Namespace) -> None:
             "TASKSERVICE_ALLOWED_MODELS": "echo",
         },
         "--no-webhooks",
+        processes=args.processes,
     )
     theirs = start_fasta2a(theirs_port, env)
     results: dict[str, list[float]] = {"taskservice": [], "fasta2a": []}
@@ -187,7 +188,8 @@ async def run(args: argparse.Namespace) -> None:
     ours_rate = sum(results["taskservice"]) / len(results["taskservice"])
     theirs_rate = sum(results["fasta2a"]) / len(results["fasta2a"])
     print(
-        f"\nmodel delay {args.model_delay_ms} ms, {args.connections} connections: "
+        f"\nmodel delay {args.model_delay_ms} ms, {args.connections} connections, "
+        f"taskservice processes {args.processes or 'default'}: "
         f"taskservice {ours_rate:.1f}/s, fasta2a {theirs_rate:.1f}/s, "
         f"ratio {ours_rate / theirs_rate:.2f}"
     )
@@ -200,6 +202,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--model-delay-ms", type=float, default=0)
+    parser.add_argument(
+        "--processes", type=int, default=None, help="taskservice's (default: serve's, a core each)"
+    )
     asyncio.run(run(parser.parse_args()))
 
 

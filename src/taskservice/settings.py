@@ -42,6 +42,12 @@ class Settings(BaseSettings):
     # HTTP.
     host: str = Field(default="127.0.0.1", description="where `serve` listens (also `--host`)")
     port: int = Field(default=8000, description="where `serve` listens (also `--port`)")
+    processes: int | None = Field(
+        default=None,
+        ge=1,
+        description="processes `serve` runs on its port, each with the API and workers "
+        "(also `--processes`); unset: one per core",
+    )
     public_url: str | None = Field(
         default=None,
         description="where clients reach the service, for the A2A card's URLs, e.g. "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -54,6 +55,17 @@ class Server:
 
     def output(self) -> str:
         return self.log.read_text()
+
+    def crash(self) -> None:
+        """SIGKILL, by PID, to `serve` and every process it runs (`--processes N`):
+        nothing stops gracefully, as when the machine dies."""
+        import psutil
+
+        doomed = [self.process.pid, *(c.pid for c in psutil.Process(self.process.pid).children())]
+        for pid in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
 
     def stop(self) -> int:
         if self.process.poll() is None:

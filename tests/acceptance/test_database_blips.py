@@ -1,5 +1,6 @@
 """Database blips under load: every backend of the service's database terminated
-three times while clients submit ~50 tasks/s and workers run them.
+three times while clients submit ~50 tasks/s and the workers of `serve`'s two
+processes run them.
 
 Every request gets an HTTP answer (keep-alive connections survive), each failure is
 the one 503 shape, no acknowledged submit is lost, no model runs twice because an
@@ -10,6 +11,7 @@ not a screen of tracebacks. Bounded in time; the server is ours, stopped by PID.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -71,7 +73,7 @@ async def test_backend_terminations_under_load_are_answered_and_lose_nothing(
         TASKSERVICE_LOG_LEVEL="INFO",
     )
     answers: list[Any] = []
-    with serve(env, tmp_path / "serve.log") as server:
+    with serve(env, tmp_path / "serve.log", "--processes", "2") as server:
         start = time.monotonic()
         load = [
             asyncio.create_task(submitter(server.url, start + DURATION, answers))
@@ -128,7 +130,12 @@ async def test_backend_terminations_under_load_are_answered_and_lose_nothing(
     )
     assert runs[0]["n"] == 0
 
-    # One warning per fault, no tracebacks.
+    # One warning per fault and process (each line names its process), no tracebacks.
     assert "Traceback" not in log, log[-6000:]
-    outages = log.count("database unavailable")
-    assert 1 <= outages <= FAULTS, log[-6000:]
+    outages = Counter(
+        re.search(r"\[(\d+)\]", line).group(1)  # type: ignore[union-attr]
+        for line in log.splitlines()
+        if "database unavailable" in line
+    )
+    assert len(outages) == 2, log[-6000:]
+    assert all(1 <= n <= FAULTS for n in outages.values()), log[-6000:]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -347,8 +345,7 @@ async def test_a_task_outlives_the_replica_that_made_it(
                     return bool(got.json()["state"] == "running")
 
                 await wait_for(started, timeout=20)
-        os.kill(first.process.pid, signal.SIGKILL)
-        first.process.wait(timeout=10)
+        first.crash()
     with serve(env, tmp_path / "b.log") as second:
         # The same client's handle on the task, now driven through the other replica.
         async with fastmcp.Client(f"{second.url}/mcp") as client:

@@ -70,7 +70,7 @@ async def test_a_dispatcher_killed_mid_attempt_leaves_one_body_per_webhook_id(
 
                     # The `task.running` deliveries' first attempts hang at the receiver.
                     await wait_until(all_in_flight, 30, "the first attempts")
-                    first.process.kill()  # SIGKILL, by PID, mid-attempt
+                    first.crash()  # SIGKILL, by PID, mid-attempt
                     first.process.wait(timeout=10)
                     assert first.process.returncode == -9
                 # No dispatcher runs while these start and finish.

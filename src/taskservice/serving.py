@@ -1,0 +1,295 @@
+"""How `taskservice serve` runs: one process, or a supervisor and N processes on one
+port (`--processes`, default one per core).
+
+One Python process uses one core, so `serve` on a machine with several runs several
+copies of the same program. Each is a whole replica (API, workers, dispatcher,
+reaper, scheduler, its own pools and LISTEN connection); PostgreSQL coordinates them
+as it does replicas on other machines. The supervisor:
+
+- resolves the database once (starting the embedded PostgreSQL if none is
+  configured, and migrating it), so the children share one server and never race
+  to initialise it;
+- binds the listening socket once and hands it to every child, which accept from it
+  in turn (the kernel spreads the connections);
+- restarts a child that dies, unless it failed before serving (a broken
+  configuration would fail the same way again: the supervisor stops with it);
+- on SIGTERM or SIGINT, asks every child to stop (SIGTERM: each stops claiming, lets
+  its runs finish within the grace period and releases the rest) and waits for them.
+
+Each child asks the kernel for SIGTERM should the supervisor die without stopping
+it (`kill -9`), so no child outlives it and keeps the port.
+
+Why not uvicorn's own `--workers` supervisor: it builds a plain `uvicorn.Server` in
+each child from an import string, so the settings would have to travel through the
+environment, a child could not report a failed start by its exit status nor freeze
+its start-up heap, and nothing stops its children when it is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+from multiprocessing.connection import wait
+from typing import Any
+
+from taskservice.logs import configure
+from taskservice.settings import Settings
+
+log = logging.getLogger("taskservice.serve")
+
+STARTUP_FAILED = 3  # exit status when the app could not start (as uvicorn's)
+_PR_SET_PDEATHSIG = 1
+# Longer than any child's own shutdown: the API's graceful shutdown (a lease) and the
+# workers' grace for runs to finish, with a margin; then the rest are killed.
+_STOP_MARGIN = 15.0
+# A child dying sooner than this after its start, over and over, is not restarted
+# at once: the supervisor waits this long between such restarts.
+_RESTART_BACKOFF = 1.0
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity, else every core)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def serve(settings: Settings, *, processes: int, access_log: bool) -> int:
+    """Serve until stopped; the exit status."""
+    if processes <= 1:
+        return _serve_here(settings, sockets=None, access_log=access_log)
+    return Supervisor(settings, processes=processes, access_log=access_log).run()
+
+
+class Server:
+    """uvicorn's server, as `serve` runs it: SIGTERM and SIGINT ask for a graceful
+    stop, after which the process exits 0 (uvicorn would re-raise the signal
+    afterwards and die by it), and the start-up heap is frozen once serving."""
+
+    def __init__(self, config: Any) -> None:
+        import uvicorn
+
+        class _Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                freeze_heap()
+
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                super().handle_exit(sig, frame)
+                self._captured_signals.clear()
+
+        self._server = _Server(config)
+
+    def run(self, sockets: list[socket.socket] | None) -> int:
+        self._server.run(sockets=sockets)
+        return 0 if self._server.started else STARTUP_FAILED
+
+
+def freeze_heap() -> None:
+    """What start-up built (every module, the app, the runtime) lives as long as the
+    process: keep it out of the collector's full passes, which otherwise walk all of it
+    each time (pauses of 100-250 ms every few seconds under load, every stream and run
+    of the process waiting: bench/live.py)."""
+    gc.collect()
+    gc.freeze()
+
+
+def _serve_here(
+    settings: Settings, *, sockets: list[socket.socket] | None, access_log: bool
+) -> int:
+    import uvicorn
+
+    from taskservice.api.app import create_app
+
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        log_config=None,  # its loggers go through ours (`logs.configure`): one format
+        log_level=settings.log_level.lower(),
+        access_log=access_log,
+        timeout_graceful_shutdown=int(settings.lease_seconds),
+    )
+    return Server(config).run(sockets)
+
+
+def _child(settings: Settings, sockets: list[socket.socket], access_log: bool, parent: int) -> None:
+    """A child's whole life (in a fresh interpreter: multiprocessing's spawn)."""
+    _stop_with_parent(parent)
+    configure(settings.log_level, settings.log_format, pid=True)
+    sys.exit(_serve_here(settings, sockets=sockets, access_log=access_log))
+
+
+def _stop_with_parent(parent: int) -> None:
+    """SIGTERM when the supervisor dies (Linux's parent-death signal); elsewhere a
+    child outlives a supervisor killed with -9."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, *, processes: int, access_log: bool) -> None:
+        self.settings = settings
+        self.processes = processes
+        self.access_log = access_log
+        self._stopping = False
+        self._context = multiprocessing.get_context("spawn")
+        self._children: list[Any] = []
+        self._started_at: dict[int, float] = {}
+
+    def run(self) -> int:
+        import asyncio
+
+        from taskservice.db import migrate
+        from taskservice.db.embedded import resolve_database_url
+
+        async def database() -> str:
+            url = await resolve_database_url(self.settings)
+            await migrate.upgrade(url)
+            await self._check_connections(url)
+            return url
+
+        try:
+            url = asyncio.run(database())
+        except Exception as exc:  # noqa: BLE001  any reason: said, and the start failed
+            log.error("could not open the database: %s", exc)
+            return STARTUP_FAILED
+        # The children's settings: the database resolved, so none starts its own.
+        settings = self.settings.model_copy(update={"database_url": url})
+        with (
+            tempfile.TemporaryDirectory(prefix="taskservice-metrics-") as metrics_dir,
+            self._listening() as sock,
+        ):
+            # prometheus-client's multiprocess mode: each child writes its counters to
+            # files here, and any child's /metrics adds up all of them.
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+            return self._supervise(settings, sock)
+
+    async def _check_connections(self, url: str) -> None:
+        """Say so when the processes could together open more connections than the
+        server allows (a pool grows with load, so the failure would come later)."""
+        from taskservice.db import notify
+
+        conn = await notify.connect(url)
+        try:
+            allowed = int(await conn.fetchval("SHOW max_connections")) - int(
+                await conn.fetchval("SHOW superuser_reserved_connections")
+            )
+        finally:
+            await conn.close()
+        # Per process: the pool, the engine's admin paths (4), LISTEN, the heartbeat
+        # and the live-output writer (one each).
+        each = self.settings.db_pool_size + 7
+        if self.processes * each > allowed:
+            log.warning(
+                "%d processes may open up to %d database connections each, %d in all; the "
+                "server allows %d: lower TASKSERVICE_DB_POOL_SIZE or --processes, or raise "
+                "max_connections",
+                self.processes,
+                each,
+                self.processes * each,
+                allowed,
+            )
+
+    @contextlib.contextmanager
+    def _listening(self) -> Any:
+        family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.settings.host, self.settings.port))
+            sock.listen(2048)
+            sock.set_inheritable(True)
+            yield sock
+        finally:
+            sock.close()
+
+    def _supervise(self, settings: Settings, sock: socket.socket) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop)
+        log.info(
+            "serving on http://%s:%d with %d processes (supervisor %d)",
+            self.settings.host,
+            self.settings.port,
+            self.processes,
+            os.getpid(),
+        )
+        for _ in range(self.processes):
+            self._children.append(self._start(settings, sock))
+        status = 0
+        while not self._stopping:
+            wait([child.sentinel for child in self._children], timeout=0.5)
+            for index, child in enumerate(self._children):
+                if child.is_alive() or self._stopping:
+                    continue
+                child.join()
+                self._forget(child)
+                if child.exitcode == STARTUP_FAILED:
+                    log.error("process %d could not start; stopping", child.pid)
+                    self._stopping = True
+                    status = STARTUP_FAILED
+                    break
+                log.warning("process %d exited (%s); starting another", child.pid, child.exitcode)
+                if time.monotonic() - self._started_at.get(child.pid, 0.0) < _RESTART_BACKOFF:
+                    time.sleep(_RESTART_BACKOFF)
+                self._children[index] = self._start(settings, sock)
+        self._stop_children()
+        return status
+
+    def _start(self, settings: Settings, sock: socket.socket) -> Any:
+        child = self._context.Process(
+            target=_child,
+            args=(settings, [sock], self.access_log, os.getpid()),
+            name="taskservice-serve",
+        )
+        child.start()
+        self._started_at[child.pid or 0] = time.monotonic()
+        return child
+
+    def _forget(self, child: Any) -> None:
+        """A dead child's live gauges (its open streams) no longer count."""
+        self._started_at.pop(child.pid, None)
+        with contextlib.suppress(Exception):
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(child.pid)  # type: ignore[no-untyped-call]
+
+    def _stop(self, sig: int, frame: Any) -> None:
+        if self._stopping and sig == signal.SIGINT:
+            # A second Ctrl-C: stop now, releasing nothing (the leases lapse).
+            for child in self._children:
+                if child.is_alive():
+                    child.kill()
+        self._stopping = True
+
+    def _stop_children(self) -> None:
+        live = [child for child in self._children if child.is_alive()]
+        log.info("stopping %d processes", len(live))
+        for child in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self._stop_within()
+        for child in live:
+            child.join(max(0.0, deadline - time.monotonic()))
+            if child.is_alive():
+                log.warning("process %d did not stop in time; killing it", child.pid)
+                child.kill()
+                child.join()
+            self._forget(child)
+
+    def _stop_within(self) -> float:
+        return self.settings.lease_seconds + self.settings.shutdown_grace_seconds + _STOP_MARGIN

@@ -1,0 +1,162 @@
+"""`taskservice serve --processes N`: N processes on one port under one supervisor.
+Both run tasks; /metrics adds all of them up whichever answers; a process that dies
+is replaced; SIGTERM stops them all gracefully; a supervisor killed with -9 takes its
+processes with it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+import psutil
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.engine import asyncpg_dsn
+from tests.acceptance.conftest import Server, cli_env, serve
+
+pytestmark = pytest.mark.slow
+
+
+def processes_of(server: Server) -> list[psutil.Process]:
+    """The supervisor's serving processes (not multiprocessing's resource tracker)."""
+    found = []
+    for child in psutil.Process(server.process.pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass  # ended meanwhile
+    return found
+
+
+def until(predicate: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+def run_tasks_of_a_second(url: str, count: int) -> list[str]:
+    """Submit `count` tasks that each take a second; their ids once all completed."""
+    ids = [
+        httpx.post(f"{url}/v1/tasks", json={"input": f"t{n}", "model": "offline:1"}).json()["id"]
+        for n in range(count)
+    ]
+    until(lambda: completed(url, ids), timeout=30)
+    return ids
+
+
+def completed(url: str, ids: list[str]) -> bool:
+    return all(httpx.get(f"{url}/v1/tasks/{i}").json()["state"] == "completed" for i in ids)
+
+
+def ran_in(url: str, ids: list[str]) -> set[int]:
+    """The processes that claimed these tasks (worker ids are host:pid:nonce)."""
+    return {
+        int(event["data"]["worker"].split(":")[1])
+        for i in ids
+        for event in httpx.get(f"{url}/v1/tasks/{i}/events").json()["events"]
+        if event["data"].get("to") == "running"
+    }
+
+
+def metric_total(body: str, name: str, **labels: str) -> float:
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def test_both_processes_run_tasks_and_metrics_add_up_across_them(
+    tmp_path: Path, database_url: str, db: AsyncEngine
+) -> None:
+    # Two runs at once per process: eight tasks of a second need both processes.
+    env = cli_env(TASKSERVICE_DATABASE_URL=database_url, TASKSERVICE_WORKER_CONCURRENCY="2")
+    with serve(env, tmp_path / "serve.log", "--processes", "2") as server:
+        pids = {p.pid for p in processes_of(server)}
+        assert len(pids) == 2
+        ids = run_tasks_of_a_second(server.url, 8)
+        assert ran_in(server.url, ids) == pids
+
+        # Whichever process answers, /metrics shows the whole server's counts.
+        for _ in range(6):
+            body = httpx.get(f"{server.url}/metrics").text
+            assert metric_total(body, "taskservice_run_duration_seconds_count") == 8
+            submits = metric_total(
+                body,
+                "taskservice_http_request_duration_seconds_count",
+                method="POST",
+                route="/v1/tasks",
+            )
+            assert submits == 8
+    assert server.process.returncode == 0
+
+
+def test_sigterm_stops_every_process_and_releases_what_they_ran(
+    tmp_path: Path, database_url: str, db: AsyncEngine
+) -> None:
+    env = cli_env(TASKSERVICE_DATABASE_URL=database_url, TASKSERVICE_SHUTDOWN_GRACE_SECONDS="0.5")
+    with serve(env, tmp_path / "serve.log", "--processes", "2") as server:
+        children = processes_of(server)
+        created = httpx.post(
+            f"{server.url}/v1/tasks", json={"input": "long", "model": "offline:60"}
+        ).json()
+        task_url = f"{server.url}/v1/tasks/{created['id']}"
+        until(lambda: httpx.get(task_url).json()["state"] == "running")
+    assert server.process.returncode == 0  # stopped by SIGTERM, gracefully
+    assert not [child for child in children if child.is_running()]
+    # Handed back at once for another process to resume, not left to its lease.
+    assert "released" in asyncio.run(event_types(database_url, created["id"]))
+
+
+async def event_types(database_url: str, task_id: str) -> list[str]:
+    dsn, kwargs = asyncpg_dsn(database_url)
+    conn = await asyncpg.connect(dsn, **kwargs)
+    try:
+        rows = await conn.fetch(
+            "SELECT type FROM task_events WHERE task_id = $1 ORDER BY seq", uuid.UUID(task_id)
+        )
+    finally:
+        await conn.close()
+    return [row["type"] for row in rows]
+
+
+def test_a_dead_process_is_replaced_and_a_killed_supervisor_takes_the_rest_along(
+    tmp_path: Path, database_url: str, db: AsyncEngine
+) -> None:
+    env = cli_env(TASKSERVICE_DATABASE_URL=database_url, TASKSERVICE_WORKER_CONCURRENCY="2")
+    with serve(env, tmp_path / "serve.log", "--processes", "2") as server:
+        first, second = processes_of(server)
+        os.kill(first.pid, signal.SIGKILL)
+        until(lambda: len(processes_of(server)) == 2 and first.pid not in _pids(server))
+        replacement = next(p for p in processes_of(server) if p.pid != second.pid)
+        until(lambda: started_workers(server, replacement.pid), timeout=60)
+        # The service answers throughout; the replacement takes its share of the work.
+        ids = run_tasks_of_a_second(server.url, 6)
+        assert replacement.pid in ran_in(server.url, ids)
+
+        os.kill(server.process.pid, signal.SIGKILL)  # no chance to stop anything
+        until(lambda: not second.is_running() and not replacement.is_running())
+    assert f"process {first.pid} exited (-9); starting another" in server.output()
+
+
+def started_workers(server: Server, pid: int) -> bool:
+    """Whether process `pid` said its workers started (worker ids are host:pid:nonce)."""
+    return any(
+        f":{pid}:" in line and "started: concurrency" in line
+        for line in server.output().splitlines()
+    )
+
+
+def _pids(server: Server) -> set[int]:
+    return {p.pid for p in processes_of(server)}
