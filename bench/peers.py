@@ -131,8 +131,9 @@ async def load(url: str, once: object, connections: int, seconds: float) -> tupl
             while not stop:
                 try:
                     await once(client)  # type: ignore[operator]
-                except httpx.TransportError:
+                except httpx.TransportError as exc:
                     failed += 1
+                    print(f"  no answer: {type(exc).__name__} {exc}", flush=True)
                     continue
                 if counting:
                     done += 1

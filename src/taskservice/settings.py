@@ -220,7 +220,12 @@ class Settings(BaseSettings):
     workers_enabled: bool = Field(
         default=True, description="run workers in `serve` (also `serve --no-workers`)"
     )
-    worker_concurrency: int = Field(default=8, description="agent runs at once per process")
+    worker_concurrency: int = Field(
+        default=100,
+        ge=1,
+        description="agent runs at once per process: runs mostly wait on their model, "
+        "and a waiting run holds about 115 KiB and no database connection",
+    )
     tenant_max_running: int | None = Field(
         default=None, description="running tasks per tenant across all workers; unset: no cap"
     )
