@@ -52,10 +52,19 @@ class ClaimLoop(Generic[Item]):
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
+        self._held_back = False  # the last claim was limited by the free slots
 
     def wake(self) -> None:
         """Claim now: something may be claimable, or a slot was freed."""
         self._wake.set()
+
+    def freed(self) -> None:
+        """A slot was freed: claim now if the last claim was held back by capacity.
+        Otherwise it took everything claimable then, and what became claimable since
+        was announced (a notice wakes the loop): a claim now would find nothing, and
+        under load cost a statement per finished item."""
+        if self._held_back:
+            self._wake.set()
 
     def start(self) -> None:
         self._runner = asyncio.create_task(self._run(), name=self.name)
@@ -88,6 +97,7 @@ class ClaimLoop(Generic[Item]):
                     continue
                 for item in claimed:
                     self._start(item)
+            self._held_back = len(claimed) >= free
             if claimed:
                 continue  # there may be more: claim again while slots are free
             await wait_until(self._wake.wait(), self._poll_interval)

@@ -53,6 +53,44 @@ async def test_it_claims_up_to_the_free_slots_until_none_come_back_then_waits() 
         await loop.stop()
 
 
+async def test_a_freed_slot_claims_again_only_when_the_last_claim_was_held_back() -> None:
+    backlog = list(range(4))
+    asked: list[int] = []
+    running: set[int] = set()
+
+    async def claim(limit: int) -> list[int]:
+        asked.append(limit)
+        taken, backlog[:] = backlog[:limit], backlog[limit:]
+        return taken
+
+    loop = ClaimLoop(
+        "test claim",
+        capacity=3,
+        busy=lambda: len(running),
+        claim=claim,
+        start=running.add,
+        poll_interval=60,
+    )
+    loop.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert asked == [3]  # held back by its three slots
+        running.discard(0)
+        loop.freed()
+        await asyncio.sleep(0.05)
+        assert running == {1, 2, 3}
+        assert asked == [3, 1]  # a slot freed while work waited: claimed at once
+        running.clear()
+        loop.freed()
+        await asyncio.sleep(0.05)
+        assert asked == [3, 1, 3]  # held back before: a freed slot looks (none left)
+        loop.freed()
+        await asyncio.sleep(0.05)
+        assert asked == [3, 1, 3]  # it took all there was: a freed slot asks nothing
+    finally:
+        await loop.stop()
+
+
 async def test_a_database_failure_is_retried_and_an_unexpected_error_is_logged(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

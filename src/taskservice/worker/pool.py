@@ -259,7 +259,12 @@ class WorkerPool:
             self._runs.pop(task.id, None)
             self._leases.pop(task.id, None)
             self._ledgers.pop(task.id, None)
-            self._claims.wake()  # a slot is free
+            # A slot is free. Under a tenant cap a finished run may also have made
+            # that tenant's next task claimable, which no notice announces.
+            if self.settings.tenant_max_running is None:
+                self._claims.freed()
+            else:
+                self._claims.wake()
         return ended
 
     async def _run_agent(self, task: Task, ledger: RunLedger, deadline: float) -> Outcome:
