@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
-from tests.acceptance.conftest import Server, cli_env, serve
+from tests.acceptance.conftest import Server, cli_env, free_port, serve
 
 pytestmark = pytest.mark.slow
 
@@ -81,16 +81,22 @@ def test_both_processes_run_tasks_and_metrics_add_up_across_them(
     tmp_path: Path, database_url: str, db: AsyncEngine
 ) -> None:
     # Two runs at once per process: eight tasks of a second need both processes.
-    env = cli_env(TASKSERVICE_DATABASE_URL=database_url, TASKSERVICE_WORKER_CONCURRENCY="2")
+    metrics_port = free_port()  # shared by the two processes
+    env = cli_env(
+        TASKSERVICE_DATABASE_URL=database_url,
+        TASKSERVICE_WORKER_CONCURRENCY="2",
+        TASKSERVICE_METRICS_PORT=str(metrics_port),
+    )
     with serve(env, tmp_path / "serve.log", "--processes", "2") as server:
         pids = {p.pid for p in processes_of(server)}
         assert len(pids) == 2
         ids = run_tasks_of_a_second(server.url, 8)
         assert ran_in(server.url, ids) == pids
 
-        # Whichever process answers, /metrics shows the whole server's counts.
-        for _ in range(6):
-            body = httpx.get(f"{server.url}/metrics").text
+        # Whichever process answers, /metrics shows the whole server's counts, on
+        # the API's port and on the metrics port alike.
+        for scraped in [f"{server.url}/metrics", f"http://127.0.0.1:{metrics_port}/metrics"] * 4:
+            body = httpx.get(scraped).text
             assert metric_total(body, "taskservice_run_duration_seconds_count") == 8
             submits = metric_total(
                 body,
