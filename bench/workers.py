@@ -218,6 +218,10 @@ async def worker_phase(server: str, count: int, concurrency: int) -> tuple[float
                     "request_hash": None,
                     "max_attempts": 3,
                     "timeout_seconds": None,
+                    "detached": False,
+                    "trace_context": None,
+                    "priority": 0,
+                    "run_at": None,
                 }
                 for _ in range(first, min(first + 100, count))
             ]
@@ -266,6 +270,9 @@ async def main() -> None:
     parser.add_argument("--burst", type=int, default=3000)
     parser.add_argument("--worker-concurrency", type=int, default=16)
     parser.add_argument(
+        "--processes", type=int, default=1, help="serve's processes (the bare run is one)"
+    )
+    parser.add_argument(
         "--client",
         choices=("raw", "httpx"),
         default="raw",
@@ -280,7 +287,7 @@ async def main() -> None:
         "TASKSERVICE_DATABASE_URL": url,
         "TASKSERVICE_WORKER_CONCURRENCY": str(args.worker_concurrency),
     }
-    process = start_serve(port, env)
+    process = start_serve(port, env, processes=args.processes)
     watcher = Watcher()
     listener = None
     try:
@@ -316,7 +323,8 @@ async def main() -> None:
     burst_ms = watcher.latencies_ms(burst)
     per_task_us = cpu_used / args.burst * 1e6
     print(
-        f"{os.cpu_count()} CPUs, worker concurrency {args.worker_concurrency}, "
+        f"{os.cpu_count()} CPUs, {args.processes} serve process(es), "
+        f"worker concurrency {args.worker_concurrency}, "
         f"PostgreSQL at {server.rsplit('@', 1)[-1]}"
     )
     print(
