@@ -170,10 +170,12 @@ class Supervisor:
             return STARTUP_FAILED
         # The children's settings: the database resolved, so none starts its own.
         settings = self.settings.model_copy(update={"database_url": url})
-        with (
-            tempfile.TemporaryDirectory(prefix="taskservice-metrics-") as metrics_dir,
-            self._listening() as sock,
-        ):
+        try:
+            sock = self._listen()
+        except OSError as exc:
+            log.error("could not listen on %s:%d: %s", self.settings.host, self.settings.port, exc)
+            return STARTUP_FAILED
+        with sock, tempfile.TemporaryDirectory(prefix="taskservice-metrics-") as metrics_dir:
             # prometheus-client's multiprocess mode: each child writes its counters to
             # files here, and any child's /metrics adds up all of them.
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
@@ -205,18 +207,17 @@ class Supervisor:
                 allowed,
             )
 
-    @contextlib.contextmanager
-    def _listening(self) -> Any:
+    def _listen(self) -> socket.socket:
         family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.settings.host, self.settings.port))
-            sock.listen(2048)
-            sock.set_inheritable(True)
-            yield sock
-        finally:
+            sock.listen(2048)  # uvicorn's backlog
+        except OSError:
             sock.close()
+            raise
+        return sock
 
     def _supervise(self, settings: Settings, sock: socket.socket) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -237,6 +238,7 @@ class Supervisor:
                 if child.is_alive() or self._stopping:
                     continue
                 child.join()
+                lived = time.monotonic() - self._started_at.get(child.pid or 0, 0.0)
                 self._forget(child)
                 if child.exitcode == STARTUP_FAILED:
                     log.error("process %d could not start; stopping", child.pid)
@@ -244,7 +246,7 @@ class Supervisor:
                     status = STARTUP_FAILED
                     break
                 log.warning("process %d exited (%s); starting another", child.pid, child.exitcode)
-                if time.monotonic() - self._started_at.get(child.pid, 0.0) < _RESTART_BACKOFF:
+                if lived < _RESTART_BACKOFF:  # dying at once, over and over: not a hot loop
                     time.sleep(_RESTART_BACKOFF)
                 self._children[index] = self._start(settings, sock)
         self._stop_children()

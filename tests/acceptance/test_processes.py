@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
-from tests.acceptance.conftest import Server, cli_env, free_port, serve
+from tests.acceptance.conftest import Server, cli_env, free_port, run_cli, serve
 
 pytestmark = pytest.mark.slow
 
@@ -166,3 +167,15 @@ def started_workers(server: Server, pid: int) -> bool:
 
 def _pids(server: Server) -> set[int]:
     return {p.pid for p in processes_of(server)}
+
+
+def test_a_port_in_use_is_one_clear_error_and_exit_3(database_url: str, db: AsyncEngine) -> None:
+    env = cli_env(TASKSERVICE_DATABASE_URL=database_url)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--port", str(port), "--processes", "2", env=env)
+    assert result.returncode == 3, result.stderr
+    assert f"could not listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
