@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import secrets
@@ -92,12 +93,9 @@ def cpu_seconds(pid: int) -> float:
 
     total = 0.0
     for process in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
-        try:
-            with open(f"/proc/{process.pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue  # gone meanwhile
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        with contextlib.suppress(psutil.NoSuchProcess):  # gone meanwhile
+            times = process.cpu_times()
+            total += times.user + times.system
     return total
 
 

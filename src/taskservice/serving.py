@@ -41,6 +41,9 @@ import time
 from multiprocessing.connection import wait
 from typing import Any
 
+import uvicorn
+from prometheus_client import multiprocess
+
 from taskservice.logs import configure
 from taskservice.settings import Settings
 
@@ -71,28 +74,18 @@ def serve(settings: Settings, *, processes: int, access_log: bool) -> int:
     return Supervisor(settings, processes=processes, access_log=access_log).run()
 
 
-class Server:
+class _Server(uvicorn.Server):
     """uvicorn's server, as `serve` runs it: SIGTERM and SIGINT ask for a graceful
     stop, after which the process exits 0 (uvicorn would re-raise the signal
     afterwards and die by it), and the start-up heap is frozen once serving."""
 
-    def __init__(self, config: Any) -> None:
-        import uvicorn
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        freeze_heap()
 
-        class _Server(uvicorn.Server):
-            async def startup(self, sockets: Any = None) -> None:
-                await super().startup(sockets)
-                freeze_heap()
-
-            def handle_exit(self, sig: int, frame: Any) -> None:
-                super().handle_exit(sig, frame)
-                self._captured_signals.clear()
-
-        self._server = _Server(config)
-
-    def run(self, sockets: list[socket.socket] | None) -> int:
-        self._server.run(sockets=sockets)
-        return 0 if self._server.started else STARTUP_FAILED
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
 
 
 def freeze_heap() -> None:
@@ -107,12 +100,12 @@ def freeze_heap() -> None:
 def _serve_here(
     settings: Settings, *, sockets: list[socket.socket] | None, access_log: bool
 ) -> int:
-    import uvicorn
-
+    """Serve in this process; under a supervisor (`sockets` given), which migrated the
+    database already, without migrating it again."""
     from taskservice.api.app import create_app
 
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, migrate_schema=sockets is None),
         host=settings.host,
         port=settings.port,
         lifespan="on",
@@ -121,7 +114,9 @@ def _serve_here(
         access_log=access_log,
         timeout_graceful_shutdown=int(settings.lease_seconds),
     )
-    return Server(config).run(sockets)
+    server = _Server(config)
+    server.run(sockets=sockets)
+    return 0 if server.started else STARTUP_FAILED
 
 
 def _child(settings: Settings, sockets: list[socket.socket], access_log: bool, parent: int) -> None:
@@ -265,9 +260,7 @@ class Supervisor:
     def _forget(self, child: Any) -> None:
         """A dead child's live gauges (its open streams) no longer count."""
         self._started_at.pop(child.pid, None)
-        with contextlib.suppress(Exception):
-            from prometheus_client import multiprocess
-
+        with contextlib.suppress(OSError):
             multiprocess.mark_process_dead(child.pid)  # type: ignore[no-untyped-call]
 
     def _stop(self, sig: int, frame: Any) -> None:

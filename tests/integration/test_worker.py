@@ -132,3 +132,23 @@ async def test_many_tasks_all_complete_once(make_client: ClientFactory) -> None:
             events = (await client.get(f"/v1/tasks/{task_id}/events")).json()["events"]
             states = [e["data"]["to"] for e in events if e["type"] == "state_change"]
             assert states == ["pending", "running", "completed"]
+
+
+async def test_under_a_tenant_cap_a_finished_run_lets_the_next_task_of_its_tenant_run(
+    make_client: ClientFactory,
+) -> None:
+    """No notice says a tenant's cap lifted: the run ending does. With the poll an hour
+    away, the capped tenant's tasks still run one after another at once."""
+    async with make_client(
+        workers_enabled=True, worker_concurrency=4, tenant_max_running=1, poll_interval=3600
+    ) as client:
+        ids = [
+            (await client.post("/v1/tasks", json={"input": f"capped {i}"})).json()["id"]
+            for i in range(3)
+        ]
+
+        async def all_done() -> bool:
+            states = [(await client.get(f"/v1/tasks/{i}")).json()["state"] for i in ids]
+            return states == ["completed"] * 3
+
+        await wait_for(all_done, timeout=10)

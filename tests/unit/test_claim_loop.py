@@ -14,8 +14,10 @@ from taskservice.claims import ClaimLoop
 from taskservice.errors import DatabaseUnavailable
 
 
-async def test_it_claims_up_to_the_free_slots_until_none_come_back_then_waits() -> None:
-    backlog = list(range(7))
+def backlog_loop(items: int, capacity: int) -> tuple[ClaimLoop[int], list[int], set[int]]:
+    """A loop over a backlog of `items`, with `capacity` slots: the loop, the limits
+    each claim asked for, and what is running."""
+    backlog = list(range(items))
     asked: list[int] = []
     running: set[int] = set()
 
@@ -26,12 +28,17 @@ async def test_it_claims_up_to_the_free_slots_until_none_come_back_then_waits() 
 
     loop = ClaimLoop(
         "test claim",
-        capacity=3,
+        capacity=capacity,
         busy=lambda: len(running),
         claim=claim,
         start=running.add,
         poll_interval=60,
     )
+    return loop, asked, running
+
+
+async def test_it_claims_up_to_the_free_slots_until_none_come_back_then_waits() -> None:
+    loop, asked, running = backlog_loop(7, capacity=3)
     loop.start()
     try:
         await asyncio.sleep(0.05)
@@ -54,23 +61,7 @@ async def test_it_claims_up_to_the_free_slots_until_none_come_back_then_waits() 
 
 
 async def test_a_freed_slot_claims_again_only_when_the_last_claim_was_held_back() -> None:
-    backlog = list(range(4))
-    asked: list[int] = []
-    running: set[int] = set()
-
-    async def claim(limit: int) -> list[int]:
-        asked.append(limit)
-        taken, backlog[:] = backlog[:limit], backlog[limit:]
-        return taken
-
-    loop = ClaimLoop(
-        "test claim",
-        capacity=3,
-        busy=lambda: len(running),
-        claim=claim,
-        start=running.add,
-        poll_interval=60,
-    )
+    loop, asked, running = backlog_loop(4, capacity=3)
     loop.start()
     try:
         await asyncio.sleep(0.05)

@@ -98,9 +98,11 @@ def create_app(
     *,
     models: Mapping[str, Model] | None = None,
     tools: Mapping[str, ToolFunction] | None = None,
+    migrate_schema: bool = True,
 ) -> FastAPI:
     """`models` and `tools` register extra named models and tools (tests script agents
-    this way); profiles enable tools by name."""
+    this way); profiles enable tools by name. `migrate_schema=False`: the database is
+    migrated already (by `serve`'s supervisor)."""
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -111,6 +113,7 @@ def create_app(
             workers=settings.workers_enabled,
             models=models,
             tools=tools,
+            migrate_schema=migrate_schema,
             push_formats=push.FORMATS,
         ) as runtime:
             app.state.runtime = runtime
