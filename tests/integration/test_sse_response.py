@@ -86,18 +86,22 @@ async def test_a_client_that_goes_away_frees_its_stream_at_once(make_live: LiveF
 
 async def test_server_shutdown_ends_open_streams(make_live: LiveFactory) -> None:
     async with pending_task(make_live) as (client, watchers, task):
+        lines: list[str] = []
 
-        async def read_to_the_end() -> list[str]:
+        async def read_to_the_end() -> None:
             path = f"/v1/tasks/{task['id']}/events"
             async with client.stream("GET", path, headers=STREAM) as response:
-                return [line async for line in response.aiter_lines()]
+                async for line in response.aiter_lines():
+                    lines.append(line)
 
         reader = asyncio.create_task(read_to_the_end())
-        await wait_for(lambda: watchers.watched == 1, timeout=5)
+        # Open and sending: watched, and its snapshot out (a shutdown between the two
+        # would end the stream before its first line, as it may).
+        await wait_for(lambda: watchers.watched == 1 and "event: snapshot" in lines, timeout=5)
         # What sse-starlette's shutdown watcher does when the server begins to stop.
         for listener in list(upstream._get_shutdown_state().events):
             listener.set()
-        lines = await asyncio.wait_for(reader, timeout=5)
+        await asyncio.wait_for(reader, timeout=5)  # the stream ended
         assert lines[0] == "event: snapshot"
         await wait_for(lambda: watchers.watched == 0, timeout=5)
 
