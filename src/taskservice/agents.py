@@ -21,16 +21,22 @@ import logging
 import os
 import tomllib
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx2
-from pydantic_ai import Agent, Tool
-from pydantic_ai.models import Model
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.usage import RequestUsage
 
 from taskservice.agent_mcp import McpServer, McpServerError, parse_servers, toolset
 from taskservice.demo import (
@@ -44,6 +50,13 @@ from taskservice.demo import (
 from taskservice.errors import InvalidRequest
 from taskservice.models import AgentSpec
 from taskservice.offline import offline_delay, offline_model
+from taskservice.rate_limits import (
+    CURRENT_GATE,
+    REQUEST_BUDGETED,
+    ModelGate,
+    budget_keys,
+    estimate_tokens,
+)
 from taskservice.settings import OFFLINE_MODEL, Settings
 from taskservice.tools import (
     BUILTIN_TOOLS,
@@ -96,6 +109,13 @@ class ModelRequestLog:
     async def on_response(self, response: httpx2.Response) -> None:
         run = CURRENT_RUN.get()
         status = response.status_code
+        budgeted = REQUEST_BUDGETED.get()
+        if status == 429 and budgeted is not None:
+            # The request's budgets are blocked and it waits for a new slot without
+            # a worker (`BudgetedModel`): not retried by the SDK in the meantime.
+            budgeted.append(_retry_after(response))
+            response.headers["x-should-retry"] = "false"
+            return
         if run is None or not (status in _RETRIED_STATUSES or status >= 500):
             return
         retry = _retries_taken(response.request) + 1
@@ -125,6 +145,16 @@ class ModelRequestLog:
         )
 
 
+def _retry_after(response: httpx2.Response) -> float | None:
+    """A 429's wait, in seconds (`retry-after-ms`, else `retry-after` in seconds)."""
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return float(response.headers[header]) * scale
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
 async def _tell(run: RunHooks, level: LogLevel, message: str) -> None:
     """A line from below the agent: never fails the model request. (A lost lease is
     found by the run's next write; a database error costs the line only.)"""
@@ -132,6 +162,97 @@ async def _tell(run: RunHooks, level: LogLevel, message: str) -> None:
         await run.log(level, message)
     except Exception:
         log.info("could not write a log line of the run: %s", message, exc_info=True)
+
+
+# -- rate limits -------------------------------------------------------------------
+
+
+def _characters(messages: list[ModelMessage]) -> int:
+    """The text a request sends, roughly: its messages' contents and tool arguments."""
+    total = 0
+    for message in messages:
+        for part in message.parts:
+            for value in (getattr(part, "content", None), getattr(part, "args", None)):
+                if value is not None:
+                    total += len(value) if isinstance(value, str) else len(str(value))
+    return total
+
+
+def _tokens_used(usage: RequestUsage) -> int:
+    return int(usage.input_tokens or 0) + int(usage.output_tokens or 0)
+
+
+class BudgetedModel(WrapperModel):
+    """A model whose requests draw from the rate limit budgets `keys`
+    (`rate_limits.py`), through the gate of the run in whose context they are made
+    (`CURRENT_GATE`; none: not limited, as outside a worker)."""
+
+    def __init__(self, wrapped: Model | str, keys: tuple[str, ...]) -> None:
+        super().__init__(wrapped)
+        self.keys = keys
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        gate = CURRENT_GATE.get()
+        if gate is None:
+            return await super().request(messages, model_settings, model_request_parameters)
+        reserved = await gate.acquire(self.keys, estimate_tokens(_characters(messages)))
+        refusal: list[float | None] = []
+        token = REQUEST_BUDGETED.set(refusal)
+        try:
+            response = await super().request(messages, model_settings, model_request_parameters)
+        except ModelHTTPError as exc:
+            if exc.status_code == 429:
+                await self._refused(gate, reserved, refusal)
+            raise
+        finally:
+            REQUEST_BUDGETED.reset(token)
+        await gate.settle(self.keys, reserved, _tokens_used(response.usage))
+        return response
+
+    async def _refused(self, gate: ModelGate, reserved: int, refusal: list[float | None]) -> None:
+        """The provider refused the request (429): its tokens were not used; the
+        budgets wait for its Retry-After, and so does the task (`Throttled`)."""
+        await gate.settle(self.keys, reserved, 0)
+        await gate.refused(self.keys, refusal[-1] if refusal else None)
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        gate = CURRENT_GATE.get()
+        if gate is None:
+            async with super().request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as stream:
+                yield stream
+            return
+        reserved = await gate.acquire(self.keys, estimate_tokens(_characters(messages)))
+        refusal: list[float | None] | None = []
+        token = REQUEST_BUDGETED.set(refusal)
+        try:
+            async with super().request_stream(
+                messages, model_settings, model_request_parameters, run_context
+            ) as stream:
+                REQUEST_BUDGETED.reset(token)  # the request is answered
+                refusal = None
+                yield stream
+        except ModelHTTPError as exc:
+            if exc.status_code == 429 and refusal is not None:
+                await self._refused(gate, reserved, refusal)
+            raise
+        finally:
+            if refusal is not None:
+                REQUEST_BUDGETED.reset(token)
+        await gate.settle(self.keys, reserved, _tokens_used(stream.usage))
 
 
 # -- profiles ----------------------------------------------------------------------
@@ -251,6 +372,8 @@ def streams(agent: Agent[Any, Any]) -> bool:
     """Whether the agent's model can stream its responses (a function model needs a
     stream function for that; every provider's model can)."""
     model = agent.model
+    if isinstance(model, WrapperModel):
+        model = model.wrapped
     return not isinstance(model, FunctionModel) or model.stream_function is not None
 
 
@@ -357,8 +480,10 @@ class AgentCatalog:
             return agent
         profile = self.profiles[spec.profile]
         output: Any = str if profile.output == "text" else dict[str, Any]
+        model = self.model_for(spec.model)
+        keys = budget_keys(spec.model, self.settings.rate_limits)
         agent = Agent(
-            self.model_for(spec.model),
+            BudgetedModel(model, keys) if keys else model,
             instructions=spec.system_prompt,
             output_type=[output, DeferredToolRequests],
             deps_type=RunHooks,

@@ -64,6 +64,13 @@ INTERRUPTIONS = Counter(
     "`stalled` (quiet too long), `timed_out`.",
     ["kind"],
 )
+MODEL_THROTTLED = Counter(
+    _PREFIX + "model_throttled",
+    "Model requests that waited for their rate limit budget without a worker slot, by "
+    "the task's model and why: `budget` (no room yet), `provider_429` (the provider "
+    "refused one).",
+    ["model", "reason"],
+)
 WEBHOOK_ATTEMPTS = Counter(
     _PREFIX + "webhook_attempts",
     "Webhook delivery attempts: `delivered`, `retrying` (failed, another attempt is "
@@ -94,6 +101,8 @@ QUEUE_GAUGES = {
     "tasks": "Tasks in a live state (`state`), across tenants.",
     "tasks_delayed": "Of the pending tasks, those submitted for later whose run_at has "
     "not come yet.",
+    "tasks_throttled": "Of the running tasks, those waiting without a worker for their "
+    "model's rate limit budget (`TASKSERVICE_RATE_LIMITS`).",
     "oldest_pending_age_seconds": "How long the oldest pending task that may run has "
     "waited since its run_at (0: none).",
     "webhook_backlog": "Webhook deliveries waiting for an attempt (due or scheduled).",

@@ -91,7 +91,12 @@ class Task:
     trace_context: dict[str, str] | None = None  # W3C headers of the span it continues
     priority: int = 0  # claimed higher first, then by run_at, then FIFO
     run_at: datetime | None = None  # not claimed before this (None: the creation time)
-    delayed: bool = False  # pending until run_at, which has not come yet
+    delayed: bool = False  # pending until run_at, or throttled, until wake_at
+    wake_at: datetime | None = None  # when a delayed task becomes claimable
+    lost_attempts: int = 0  # leases that expired (attempts lost, of max_attempts)
+    # The model request slot a throttled task reserved (`worker/budget.py`): on the
+    # claim that resumes it only.
+    paid_slot: dict[str, Any] | None = None
 
     @property
     def questions(self) -> list[dict[str, Any]]:
@@ -115,7 +120,8 @@ class Task:
 class EventType(StrEnum):
     """What happened; an event's `data` holds, by type: `state_change` from, to (and
     worker, attempt, cause, answered or reason); `claimed`, `released`, `recovered`
-    worker, attempt (and reason); `stalled` worker, quiet_since; `followup` seq,
+    worker, attempt (and reason); `stalled` worker, quiet_since; `throttled` worker,
+    attempt, model, budgets, until, wait_seconds, reason; `followup` seq,
     preview; `message` position,
     kind, parts; `usage` input_tokens, output_tokens, requests; `tool_call` and
     `tool_result` tool_call_id, name, status, arguments or result or error; `progress`
@@ -128,6 +134,9 @@ class EventType(StrEnum):
     RELEASED = "released"  # a worker gave it back: worker, attempt, reason
     RECOVERED = "recovered"  # a lost worker's lease expired: worker, attempt
     STALLED = "stalled"  # running, but nothing recorded for a while: worker, quiet_since
+    # waiting, without a worker, for its model's rate limit budget: worker, attempt,
+    # model, budgets, until, wait_seconds, reason (budget, provider_429)
+    THROTTLED = "throttled"
     FOLLOWUP = "followup"  # a message for the run was queued: seq, preview
     MESSAGE = "message"  # a complete model message: position, kind, parts (previews)
     USAGE = "usage"  # tokens and requests so far: input_tokens, output_tokens, requests

@@ -18,6 +18,7 @@ from taskservice import metrics
 from taskservice.agents import AgentCatalog, load_plugins
 from taskservice.auth import Authenticator
 from taskservice.db import migrate
+from taskservice.db.budgets import BudgetStore
 from taskservice.db.embedded import resolve_database_url
 from taskservice.db.engine import create_engine
 from taskservice.db.eventlog import EventLog
@@ -197,11 +198,17 @@ class Runtime:
                     writer = LiveWriter(LiveStore(own), interval=settings.delta_interval_ms / 1000)
                     stack.push_async_callback(writer.stop)  # after the pool stopped
                 catalog.announce()
+                budgets = None
+                if settings.rate_limits:
+                    budgets = BudgetStore(db)
+                    await budgets.configure(settings.rate_limits.values())
+                    for limit in settings.rate_limits.values():
+                        log.info("rate limit %s", limit.describe())
                 pool = WorkerPool(
                     service=service,
                     leases=LeaseStore(db),
                     ledger=ledger,
-                    executor=Executor(catalog, live=writer),
+                    executor=Executor(catalog, live=writer, budgets=budgets),
                     hub=hub,
                     settings=settings,
                     database_url=url,

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from taskservice.rate_limits import RateLimit, parse_rate_limits
+
 OFFLINE_MODEL = "offline"
 
 
@@ -192,7 +194,9 @@ class Settings(BaseSettings):
         "`maximum iterations`",
     )
     default_max_attempts: int = Field(
-        default=3, description="attempts of a task that sets no `max_attempts`"
+        default=3,
+        description="attempts a task may lose to workers that stop (a lease expiring) "
+        "before it fails, when it sets no `max_attempts`",
     )
     agents_file: Path | None = Field(
         default=None, description="more agent profiles (TOML or JSON; see Agents)"
@@ -210,6 +214,13 @@ class Settings(BaseSettings):
         description="an OpenAI-compatible server for `openai:` and `openai-chat:` models",
     )
     openai_api_key: str | None = Field(default=None, description="its key; unset: `OPENAI_API_KEY`")
+    rate_limits: Annotated[dict[str, RateLimit], NoDecode] = Field(
+        default_factory=dict,
+        description="model rate limits shared by every process through the database, e.g. "
+        "`openai:gpt-4o=500rpm,30000tpm; anthropic=50rpm` (by model or by provider; units "
+        "`rpm`, `rps`, `tpm`, `tps`): a request waits for room, the task `throttled` "
+        "without a worker slot, instead of meeting the provider's 429 (see Rate limits)",
+    )
     router_model: str | None = Field(
         default=None,
         description="the model `POST /v1/messages` asks to pick among waiting tasks; unset: "
@@ -320,6 +331,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             pairs = (part.split("=", 1) for part in value.split(",") if part.strip())
             return {tenant.strip(): float(days) for tenant, days in pairs}
+        return value
+
+    @field_validator("rate_limits", mode="before")
+    @classmethod
+    def _parse_rate_limits(cls, value: object) -> object:
+        if isinstance(value, str):
+            return parse_rate_limits(value)
         return value
 
     @field_validator("webhook_retry_schedule", mode="before")

@@ -36,8 +36,12 @@ class TaskOut(BaseModel):
         default=False, description="A subtask that is not cancelled with its parent."
     )
     context_id: str | None = None
-    attempt: int
-    max_attempts: int
+    attempt: int = Field(description="Claims of the task by a worker so far.")
+    max_attempts: int = Field(
+        description="How many of its attempts may be lost (a worker's lease expiring) "
+        "before it fails."
+    )
+    lost_attempts: int = Field(default=0, description="Attempts lost so far, of max_attempts.")
     timeout_seconds: float | None = None
     cancel_reason: str | None = None
     input_request: Any = None
@@ -69,6 +73,7 @@ class TaskOut(BaseModel):
             context_id=task.context_id,
             attempt=task.attempt,
             max_attempts=task.max_attempts,
+            lost_attempts=task.lost_attempts,
             timeout_seconds=task.timeout_seconds,
             cancel_reason=task.cancel_reason,
             input_request=task.input_request,

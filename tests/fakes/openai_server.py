@@ -9,7 +9,11 @@ Tests queue what it answers next, one entry per request:
   time, each tool call's arguments in pieces of `piece` characters, with
   `chunk_delay` seconds before each chunk (a model writing at its pace).
 
-It records every request it received, so tests can check what the service sent.
+It records every request it received (and when: `arrivals`, monotonic seconds), so
+tests can check what the service sent. With `limit=(amount, period)` it enforces a
+rate limit as providers do, a token bucket of `amount` requests refilled over
+`period` seconds: a request beyond it is answered 429 with `retry-after-ms` (counted
+in `refused`), whatever the script says.
 """
 
 from __future__ import annotations
@@ -44,10 +48,15 @@ class Reply:
 
 
 class FakeOpenAI:
-    def __init__(self) -> None:
+    def __init__(self, limit: tuple[float, float] | None = None) -> None:
         self.script: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.arrivals: list[float] = []
+        self.refused = 0
+        self._limit = limit
+        self._level = limit[0] if limit else 0.0
+        self._level_at = time.monotonic()
         app = Starlette(routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])])
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -72,10 +81,30 @@ class FakeOpenAI:
     def queue(self, *replies: Reply) -> None:
         self.script.extend(replies)
 
+    def _over_limit(self) -> float | None:
+        """Seconds until the bucket has room, when this request finds it empty."""
+        if self._limit is None:
+            return None
+        amount, period = self._limit
+        now = time.monotonic()
+        self._level = min(amount, self._level + (now - self._level_at) * amount / period)
+        self._level_at = now
+        if self._level >= 1:
+            self._level -= 1
+            return None
+        return (1 - self._level) * period / amount
+
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
+        self.arrivals.append(time.monotonic())
         self.requests.append(body)
         self.headers.append(dict(request.headers))
+        wait = self._over_limit()
+        if wait is not None:
+            self.refused += 1
+            error = {"error": {"message": "rate limit reached", "type": "requests"}}
+            headers = {"retry-after-ms": str(max(1, round(wait * 1000)))}
+            return JSONResponse(error, status_code=429, headers=headers)
         reply = self.script.popleft() if self.script else Reply(text="(script exhausted)")
         if reply.delay:
             await asyncio.sleep(reply.delay)

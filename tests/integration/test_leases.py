@@ -151,8 +151,33 @@ async def test_an_expired_lease_on_the_last_attempt_fails_the_task_saying_why(
     assert failed.error is not None
     assert failed.error["type"] == "attempts_exhausted"
     assert "dead-worker" in failed.error["message"]
-    assert "attempt 1 of 1" in failed.error["message"]
+    assert "attempt 1 (1 of 1 attempts lost)" in failed.error["message"]
     assert failed.finished_at is not None
+
+
+async def test_only_expired_leases_use_up_attempts(
+    db: AsyncEngine, store: TaskStore, leases: LeaseStore
+) -> None:
+    """Claimed again after a release (or a throttle, or an answer), a task has lost
+    nothing: its next lost lease is its first of two, and it is recovered."""
+    await new_task(store, max_attempts=2)
+    [task] = await leases.claim(owner="stopping-worker", limit=1, lease_seconds=30)
+    assert task.lease is not None
+    assert await leases.release(task.id, lease=task.lease, reason="shutdown")
+    [task] = await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
+    assert (task.attempt, task.lost_attempts) == (2, 0)
+    await expire(db, task.id)
+    assert await leases.reap(log_cap=10) == (1, [])
+    [task] = await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
+    assert (task.attempt, task.lost_attempts) == (3, 1)
+    await expire(db, task.id)
+    recovered, exhausted = await leases.reap(log_cap=10)
+    assert (recovered, [row["id"] for row in exhausted]) == (0, [task.id])
+    failed = await store.get(task.id)
+    assert failed is not None
+    assert failed.error is not None
+    assert "attempt 3 (2 of 2 attempts lost)" in failed.error["message"]
+    assert failed.lost_attempts == 2
 
 
 async def test_the_reaper_never_touches_finished_or_renewed_tasks(

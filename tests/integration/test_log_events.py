@@ -261,7 +261,10 @@ async def test_a_subtask_failed_by_the_reaper_is_a_line_of_its_parent(
         ("log", "error", None),
         ("state_change", None, "failed"),
     ]
-    lost = "worker dead-worker stopped renewing its lease on attempt 1 of 1; no attempts are left"
+    lost = (
+        "worker dead-worker stopped renewing its lease on attempt 1 (1 of 1 attempts lost); "
+        "no attempts are left"
+    )
     assert events[-2][2]["message"] == f"{lost}, so the task fails"
     lines = [data for _, kind, data in await event_types(db, parent.id) if kind == "log"]
     assert lines == [{"level": "warning", "message": f"subtask {child.id} failed: {lost}"}]

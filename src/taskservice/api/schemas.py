@@ -234,7 +234,13 @@ class TaskTemplate(Request):
         "when the field of that name is absent; both given, they must agree.",
     )
     context_id: str | None = Field(default=None, min_length=1, max_length=200)
-    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    max_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="How many attempts the task may lose to workers that stop (their "
+        "lease expiring) before it fails; unset: the service's default.",
+    )
     timeout_seconds: float | None = Field(
         default=None, gt=0, le=86_400, description="Per attempt; the server default otherwise."
     )

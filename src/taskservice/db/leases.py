@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import UUID
-from sqlalchemy.types import Float, Integer, Interval, Text
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.types import DateTime, Float, Integer, Interval, Text
 
 from taskservice.db.eventlog import LINE_NO, LINE_SEQ, NEXT_SEQ, append_events, append_with_line
 from taskservice.db.rows import task_from_row
@@ -29,8 +29,8 @@ def _claimable(alias: str = "") -> str:
     """Must match the predicate of the ix_tasks_claimable index."""
     p = f"{alias}." if alias else ""
     return (
-        f"(({p}state = 'pending' AND NOT {p}delayed)"
-        f" OR ({p}state = 'running' AND {p}lease_owner IS NULL))"
+        f"(NOT {p}delayed AND ({p}state = 'pending'"
+        f" OR ({p}state = 'running' AND {p}lease_owner IS NULL)))"
     )
 
 
@@ -43,7 +43,9 @@ def _claimable(alias: str = "") -> str:
 # than :p_limit while work remains (a tenant had less than its share): the pool
 # claims again. Tasks submitted for later are out of it until their time (`delayed`).
 # Pending tasks become running; running tasks without an owner (input arrived, or
-# a lease expired) are taken over. Attempt grows.
+# a lease expired, throttled and due) are taken over. Attempt grows. A throttled
+# task's reserved model request slot (`paid_slot`) goes to the run that claims it,
+# once (returned as `paid`, cleared in the row).
 # Every tenant with claimable work is visited per claim: fine for tens of tenants
 # with backlogs at once; thousands would want a rotating window.
 _CLAIMED_EVENT = append_events(
@@ -83,13 +85,13 @@ budget AS (
 ),
 picks AS (
     -- Locked per tenant, so the scan skips rows other claimers hold and goes on.
-    SELECT p.id, p.prior_state, p.ready_at, b.tenant
+    SELECT p.id, p.prior_state, p.paid, p.ready_at, b.tenant
     FROM budget b CROSS JOIN LATERAL (
         -- ready_at: since when it is claimable (pending since its last change of
         -- state or its run_at; released: since its last event), for the claim latency.
-        SELECT id, state AS prior_state,
+        SELECT id, state AS prior_state, paid_slot AS paid,
                CASE WHEN state = 'pending' THEN greatest(status_at, run_at)
-                    ELSE updated_at END AS ready_at
+                    ELSE greatest(updated_at, wake_at) END AS ready_at
         FROM tasks
         WHERE tasks.tenant = b.tenant AND {_claimable("tasks")}
         ORDER BY priority DESC, run_at, id
@@ -98,7 +100,7 @@ picks AS (
     ) p
 ),
 c AS (
-    SELECT id, prior_state, ready_at FROM picks
+    SELECT id, prior_state, paid, ready_at FROM picks
 ),
 t AS (
     UPDATE tasks SET
@@ -106,11 +108,12 @@ t AS (
         lease_owner = :p_owner,
         lease_expires_at = now() + :p_lease,
         attempt = tasks.attempt + 1,
+        paid_slot = NULL,
         {NEXT_SEQ},
         started_at = coalesce(tasks.started_at, now()),
         updated_at = now()
     FROM c WHERE tasks.id = c.id
-    RETURNING tasks.*, c.prior_state, extract(epoch FROM now() - c.ready_at) AS waited
+    RETURNING tasks.*, c.prior_state, c.paid, extract(epoch FROM now() - c.ready_at) AS waited
 ),
 e AS (
 {_CLAIMED_EVENT}
@@ -141,10 +144,17 @@ RETURNING tasks.id
 
 
 def _owner_released(
-    event_type: str, *, where: str, recheck: str, extra: str = "", line: str | None = None
+    event_type: str,
+    *,
+    where: str,
+    recheck: str,
+    extra: str = "",
+    line: str | None = None,
+    lost: bool = False,
 ) -> str:
     """Leave running tasks ownerless, so that any worker may claim them now; with a
-    `log` line (a warning saying `line`, SQL over `t`) before the event if given."""
+    `log` line (a warning saying `line`, SQL over `t`) before the event if given;
+    `lost`: the lease expired, which costs the task an attempt."""
     event_data = f"jsonb_build_object('worker', t.lost_owner, 'attempt', t.attempt{extra})"
     if line is None:
         event = append_events(type=f"'{event_type}'", data=event_data)
@@ -157,7 +167,7 @@ def _owner_released(
     return f"""
 WITH t AS (
     UPDATE tasks SET lease_owner = NULL, lease_expires_at = NULL,
-                     {seq}, updated_at = now()
+                     {"lost_attempts = tasks.lost_attempts + 1, " * lost}{seq}, updated_at = now()
     FROM (SELECT id, lease_owner AS lost_owner FROM tasks
           WHERE {where}
           ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
@@ -189,9 +199,41 @@ _RELEASE = Statement(
     )
 )
 
+# A run whose model request budget has no room until :p_until gives the task back
+# without waiting: ownerless and delayed until then (claimable again once the
+# scheduler finds it due), holding the slot it reserved for its next request.
+_THROTTLED_EVENT = append_events(
+    type="'throttled'",
+    data="jsonb_build_object('worker', CAST(:p_owner AS text), 'attempt', t.attempt) || :p_data",
+)
+_PARK = Statement(
+    text(f"""
+WITH t AS (
+    UPDATE tasks SET lease_owner = NULL, lease_expires_at = NULL, delayed = true,
+                     wake_at = :p_until, paid_slot = :p_paid, {NEXT_SEQ}, updated_at = now()
+    WHERE id = :p_id AND state = 'running' AND lease_owner = :p_owner
+      AND attempt = :p_attempt
+    RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt
+),
+e AS (
+{_THROTTLED_EVENT}
+)
+SELECT t.id FROM t
+""").bindparams(
+        bindparam("p_id", type_=UUID(as_uuid=True)),
+        bindparam("p_owner", type_=Text),
+        bindparam("p_attempt", type_=Integer),
+        bindparam("p_until", type_=DateTime(timezone=True)),
+        bindparam("p_paid", type_=JSONB),
+        bindparam("p_data", type_=JSONB),
+    )
+)
+
+# An expired lease is the task's (lost_attempts + 1)th attempt lost: with none left
+# of max_attempts, it fails; otherwise it is offered again.
 _EXPIRED = (
     "state = 'running' AND lease_owner IS NOT NULL AND lease_expires_at < now() "
-    "AND attempt {op} max_attempts"
+    "AND lost_attempts + 1 {op} max_attempts"
 )
 _EXPIRED_RECHECK = "tasks.state = 'running' AND tasks.lease_expires_at < now()"
 
@@ -207,6 +249,7 @@ _RECOVER = Statement(
             recheck=_EXPIRED_RECHECK,
             line=f"{_LOST} || ' (it stopped, hung or lost the database); "
             "the task waits for another worker'",
+            lost=True,
         )
     ).bindparams(bindparam("p_limit", type_=Integer), _LOG_CAP)
 )
@@ -217,7 +260,8 @@ _EXHAUSTED_EVENT = append_with_line(
     data="""jsonb_build_object('from', 'running', 'to', 'failed',
                               'worker', t.lost_owner, 'attempt', t.attempt)""",
     level="error",
-    message=f"{_LOST} || ' of ' || t.max_attempts || '; no attempts are left, so the task fails'",
+    message=f"{_LOST} || ' (' || t.lost_attempts || ' of ' || t.max_attempts "
+    "|| ' attempts lost); no attempts are left, so the task fails'",
 )
 _EXHAUST = Statement(
     text(f"""
@@ -227,16 +271,17 @@ WITH t AS (
         error = jsonb_build_object(
             'type', 'attempts_exhausted',
             'message', 'worker ' || x.lost_owner || ' stopped renewing its lease on attempt '
-                       || tasks.attempt || ' of ' || tasks.max_attempts
-                       || '; no attempts are left'),
+                       || tasks.attempt || ' (' || tasks.lost_attempts + 1 || ' of '
+                       || tasks.max_attempts || ' attempts lost); no attempts are left'),
         lease_owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now(),
+        lost_attempts = tasks.lost_attempts + 1,
         {LINE_SEQ}
     FROM (SELECT id, lease_owner AS lost_owner FROM tasks
           WHERE {_EXPIRED.format(op=">=")}
           ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x
     WHERE tasks.id = x.id AND {_EXPIRED_RECHECK}
     RETURNING tasks.id, tasks.tenant, tasks.event_seq, tasks.attempt, x.lost_owner,
-              tasks.max_attempts, tasks.parent_id, tasks.error, {LINE_NO}
+              tasks.lost_attempts, tasks.max_attempts, tasks.parent_id, tasks.error, {LINE_NO}
 ),
 e AS (
 {_EXHAUSTED_EVENT}
@@ -352,6 +397,28 @@ class LeaseStore:
             "p_reason": reason,
         }
         return bool(await self.db.fetch(_RELEASE, params))
+
+    async def park(
+        self,
+        task_id: uuid.UUID,
+        *,
+        lease: Lease,
+        until: datetime,
+        paid: dict[str, Any],
+        data: dict[str, Any],
+    ) -> bool:
+        """Give a running task back until `until` (a `throttled` event with `data`),
+        its reserved model request slot `paid` kept for the run that resumes it.
+        False: it was no longer ours."""
+        params = {
+            "p_id": task_id,
+            "p_owner": lease.owner,
+            "p_attempt": lease.attempt,
+            "p_until": until,
+            "p_paid": paid,
+            "p_data": data,
+        }
+        return bool(await self.db.fetch(_PARK, params))
 
     async def reap(self, *, log_cap: int, limit: int = REAP_BATCH) -> tuple[int, list[Row]]:
         """Re-offer tasks whose lease expired; fail those on their last attempt; each

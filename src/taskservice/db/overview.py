@@ -2,7 +2,8 @@
 statement, reading only what indexes reach cheaply whatever the number of tasks:
 
 - the live states counted (`(tenant, state, id)`: pending, running and waiting tasks
-  are few), of the pending ones those waiting for their `run_at` (scheduled), and
+  are few), of the pending ones those waiting for their `run_at` (scheduled), of the
+  running ones those waiting for their model's rate limit (throttled), and
   the oldest pending task that may run (the first of that index, ids being
   time-ordered), waiting since its `run_at`;
 - what finished in the last `minutes`, per minute and outcome, with the latency from
@@ -30,6 +31,8 @@ SELECT
       GROUP BY state) live) AS live,
   (SELECT count(*) FROM tasks WHERE tenant = :tenant AND state = 'pending' AND delayed)
       AS scheduled,
+  (SELECT count(*) FROM tasks WHERE tenant = :tenant AND state = 'running' AND delayed)
+      AS throttled,
   (SELECT run_at FROM tasks WHERE tenant = :tenant AND state = 'pending' AND NOT delayed
       ORDER BY id LIMIT 1) AS oldest_pending_at,
   (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -73,6 +76,7 @@ SELECT
   (SELECT count(*) FROM tasks WHERE state = 'running') AS running,
   (SELECT count(*) FROM tasks WHERE state = 'input_required') AS input_required,
   (SELECT count(*) FROM tasks WHERE state = 'pending' AND delayed) AS tasks_delayed,
+  (SELECT count(*) FROM tasks WHERE state = 'running' AND delayed) AS tasks_throttled,
   coalesce(extract(epoch FROM now() - (
       SELECT run_at FROM tasks WHERE state = 'pending' AND NOT delayed ORDER BY id LIMIT 1)),
       0) AS oldest_pending_age_seconds,

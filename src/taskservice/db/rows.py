@@ -47,6 +47,10 @@ def task_from_row(row: Row) -> Task:
         priority=row.get("priority", 0),
         run_at=row.get("run_at") or row["created_at"],
         delayed=row.get("delayed", False),
+        # Before migration 0018: no throttling, attempts lost counted by claims.
+        wake_at=row.get("wake_at"),
+        lost_attempts=row.get("lost_attempts", max(row["attempt"] - 1, 0)),
+        paid_slot=row.get("paid") or row.get("paid_slot"),
     )
 
 

@@ -1,7 +1,8 @@
 """The scheduler's SQL (`worker/scheduler.py`) and the schedules' (`/v1/schedules`).
 
-- `tick`: clears `delayed` on pending tasks whose `run_at` has passed, putting them
-  in the claim index (`ix_tasks_claimable`), and says how long until the next
+- `tick`: clears `delayed` on tasks whose `wake_at` has passed (pending tasks
+  submitted for later, running tasks throttled by a model's rate limit), putting
+  them in the claim index (`ix_tasks_claimable`), and says how long until the next
   delayed task and the next schedule are due. Any number of processes run it at
   once: the rows are locked (not skipped), so a process that found its tasks taken
   by another returns after that one committed, and a claim it then makes sees them.
@@ -39,18 +40,19 @@ _TICK = text_statement(
     """
 WITH due AS (
     SELECT id FROM tasks
-    WHERE state = 'pending' AND delayed AND run_at <= now()
-    ORDER BY run_at
+    WHERE delayed AND state IN ('pending', 'running') AND wake_at <= now()
+    ORDER BY wake_at
     LIMIT :limit
     FOR UPDATE
 ), promoted AS (
     UPDATE tasks SET delayed = false
-    FROM due WHERE tasks.id = due.id AND tasks.state = 'pending' AND tasks.delayed
+    FROM due WHERE tasks.id = due.id AND tasks.state IN ('pending', 'running')
+                   AND tasks.delayed
     RETURNING tasks.id
 )
 SELECT (SELECT count(*) FROM promoted) AS promoted,
-       (SELECT extract(epoch FROM min(run_at) - now()) FROM tasks
-        WHERE state = 'pending' AND delayed AND run_at > now()) AS task_in,
+       (SELECT extract(epoch FROM min(wake_at) - now()) FROM tasks
+        WHERE delayed AND state IN ('pending', 'running') AND wake_at > now()) AS task_in,
        (SELECT extract(epoch FROM min(next_run_at) - now()) FROM schedules
         WHERE enabled) AS schedule_in
 """,

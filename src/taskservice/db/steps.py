@@ -191,11 +191,13 @@ FROM task_calls WHERE task_id = :p_id AND id > :p_after ORDER BY id LIMIT :p_lim
 )
 
 # Why a task is claimed again: the last event before its claim (seq :p_seq) that
-# gave the task back (a lease that expired, a release, input or subtasks arriving).
+# gave the task back (a lease that expired, a release, a rate limit, input or
+# subtasks arriving).
 _RESUME_CAUSE = Statement(
     text("""
 SELECT type, data FROM task_events
-WHERE task_id = :p_id AND seq < :p_seq AND type IN ('recovered', 'released', 'state_change')
+WHERE task_id = :p_id AND seq < :p_seq
+  AND type IN ('recovered', 'released', 'throttled', 'state_change')
 ORDER BY seq DESC LIMIT 1
 """).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("p_seq", type_=Integer))
 )

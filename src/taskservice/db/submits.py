@@ -45,11 +45,12 @@ WITH r AS (
     -- A task for later is `delayed` until the scheduler finds its time has come.
     INSERT INTO tasks (id, tenant, state, input, agent, metadata, parent_id, context_id,
                        idempotency_key, request_hash, max_attempts, timeout_seconds,
-                       detached, trace_context, priority, run_at, delayed, event_seq)
+                       detached, trace_context, priority, run_at, delayed, wake_at,
+                       event_seq)
     SELECT id, tenant, 'pending', input::jsonb, agent::jsonb, metadata::jsonb, parent_id,
            context_id, idempotency_key, request_hash, max_attempts, timeout_seconds,
            detached, trace_context::jsonb, priority, coalesce(run_at, now()),
-           coalesce(run_at > now(), false), 1
+           coalesce(run_at > now(), false), CASE WHEN run_at > now() THEN run_at END, 1
     FROM r
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, tenant, created_at, run_at, delayed

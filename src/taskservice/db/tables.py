@@ -71,10 +71,18 @@ tasks = Table(
     # Submitted for later and its time has not come yet: out of the claim index
     # until the scheduler clears it (worker/scheduler.py).
     Column("delayed", Boolean, nullable=False, server_default=text("false")),
+    # When a delayed task becomes claimable: a pending task's run_at, a throttled
+    # task's budget slot (migration 0018).
+    Column("wake_at", TZ),
+    # The model request budget a throttled task reserved for its next request
+    # (`worker/budget.py`): {keys, tokens, slot}; taken by the claim that resumes it.
+    Column("paid_slot", JSONB),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with
-    Column("attempt", Integer, nullable=False, server_default=text("0")),
+    Column("attempt", Integer, nullable=False, server_default=text("0")),  # claims so far
+    # Leases that expired: when one expires with no attempt left, the task fails.
+    Column("lost_attempts", Integer, nullable=False, server_default=text("0")),
     Column("max_attempts", Integer, nullable=False),
     Column("timeout_seconds", Float),  # per attempt; null: the worker's default
     Column("lease_owner", Text),
@@ -109,8 +117,8 @@ tasks = Table(
         postgresql_where=text("idempotency_key IS NOT NULL"),
     ),
     # The claim query: pending tasks whose time has come, and running tasks without an
-    # owner (input given), walked per tenant so that one tenant's backlog cannot
-    # starve the others, in claim order within it.
+    # owner (input given, released, recovered, throttled and due), walked per tenant
+    # so that one tenant's backlog cannot starve the others, in claim order within it.
     Index(
         "ix_tasks_claimable",
         "tenant",
@@ -118,11 +126,15 @@ tasks = Table(
         "run_at",
         "id",
         postgresql_where=text(
-            "(state = 'pending' AND NOT delayed) OR (state = 'running' AND lease_owner IS NULL)"
+            "NOT delayed AND (state = 'pending' OR (state = 'running' AND lease_owner IS NULL))"
         ),
     ),
-    # The scheduler: tasks submitted for later, by the time they may run.
-    Index("ix_tasks_delayed", "run_at", postgresql_where=text("state = 'pending' AND delayed")),
+    # The scheduler: tasks submitted for later and throttled tasks, by when they may run.
+    Index(
+        "ix_tasks_delayed",
+        "wake_at",
+        postgresql_where=text("delayed AND state IN ('pending', 'running')"),
+    ),
     # The per-tenant cap: running tasks per tenant.
     Index(
         "ix_tasks_running_tenant",
@@ -167,6 +179,23 @@ tasks = Table(
     Index("ix_tasks_tenant_agent_id", "tenant", text("(agent ->> 'profile')"), text("id DESC")),
     # A2A's ListTasks: by status time, newest first (scanned backwards).
     Index("ix_tasks_tenant_status_at", "tenant", "status_at", "id"),
+)
+
+# Model rate limits (migration 0018, `rate_limits.py`): each budget's GCRA state,
+# shared by every process.
+rate_budgets = Table(
+    "rate_budgets",
+    metadata,
+    Column("key", Text, primary_key=True),  # a model or a provider
+    Column("requests", Float),  # per requests_period seconds; null: not limited
+    Column("requests_period", Float, nullable=False, server_default=text("60")),
+    Column("tokens", Float),
+    Column("tokens_period", Float, nullable=False, server_default=text("60")),
+    # Theoretical arrival times: the budget is used up to these.
+    Column("requests_tat", TZ, nullable=False, server_default=func.now()),
+    Column("tokens_tat", TZ, nullable=False, server_default=func.now()),
+    Column("blocked_until", TZ, nullable=False, server_default=func.now()),  # a 429's
+    Column("updated_at", TZ, nullable=False, server_default=func.now()),
 )
 
 # Recurring schedules (migration 0016): each slot of `cron` in `timezone` starts a task

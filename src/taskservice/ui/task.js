@@ -75,7 +75,7 @@ export function taskPage(main, id) {
     head.replaceChildren(
       h("div", { class: "row" }, h("h1", { class: "mono" }, task.id), badge(task.state)),
       h("div", { class: "row muted" },
-        `agent ${task.agent.profile} · model ${task.agent.model} · attempt ${task.attempt}/${task.max_attempts}`,
+        `agent ${task.agent.profile} · model ${task.agent.model} · attempt ${task.attempt} (${task.lost_attempts ?? 0}/${task.max_attempts} lost)`,
         ` · priority ${task.priority ?? 0} · created ${when(task.created_at)}`,
         task.run_at && new Date(task.run_at) - new Date(task.created_at) > 1000 ? ` · runs at ${when(task.run_at)}` : "",
         task.finished_at ? ` · finished ${when(task.finished_at)}` : "",
@@ -193,7 +193,7 @@ export function taskPage(main, id) {
       showWriting();
     },
   };
-  for (const type of ["state_change", "claimed", "released", "recovered", "stalled", "followup",
+  for (const type of ["state_change", "claimed", "released", "recovered", "stalled", "throttled", "followup",
     "message", "usage", "tool_call", "tool_result", "progress", "log", "webhook_disabled"]) {
     handlers[type] = (event) => {
       log.append(h("tr", {}, h("td", {}, event.seq), h("td", {}, event.type),
@@ -204,6 +204,9 @@ export function taskPage(main, id) {
         api.get(`/v1/tasks/${id}`).then((fresh) => { task = fresh; showHead(); }).catch(report);
         loadDeliveries();
         if (TERMINAL.has(event.data.to)) { stream.close(); loadMessages(); loadCalls(); loadSubtasks(); }
+      } else if (type === "throttled") {
+        timeline.append(h("li", { class: "muted" }, `waiting for ${event.data.budgets.join(", ")}'s rate limit `
+          + `until ${when(event.data.until)}`, event.data.reason === "provider_429" ? " (the provider answered 429)" : ""));
       } else if (type === "message") loadMessages();
       else if (type === "tool_call" || type === "tool_result") { loadCalls(); loadSubtasks(); }
       else if (type === "progress") { progress = event.data; if (task) showHead(); }

@@ -29,8 +29,12 @@ from pydantic_ai.usage import UsageLimits
 
 from taskservice.agents import AgentCatalog, streams
 from taskservice.content import as_text
+from taskservice.db.budgets import BudgetStore
 from taskservice.models import Task
+from taskservice.rate_limits import Throttled as BudgetWait
+from taskservice.rate_limits import gated
 from taskservice.tools import ASK_USER, WAIT_FOR_SUBTASKS, current_run
+from taskservice.worker.budget import RunGate
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput, LiveWriter
 
@@ -57,7 +61,17 @@ class NeedsInput:
     usage: dict[str, int]
 
 
-Outcome = Completed | Failed | NeedsInput
+@dataclass(frozen=True, slots=True)
+class Throttled:
+    """A model request's rate limit budget has no room yet (`worker/budget.py`): the
+    task waits without a worker until `wait.until`."""
+
+    wait: BudgetWait
+    usage: dict[str, int]
+
+
+Ended = Completed | Failed | NeedsInput  # what the pool writes as the run's outcome
+Outcome = Ended | Throttled
 
 
 def prompt_of(task: Task) -> str:
@@ -115,9 +129,18 @@ class Executor:
     """`live`: the process's writer of streamed deltas (None: model requests are not
     streamed)."""
 
-    def __init__(self, catalog: AgentCatalog, *, live: LiveWriter | None = None) -> None:
+    def __init__(
+        self,
+        catalog: AgentCatalog,
+        *,
+        live: LiveWriter | None = None,
+        budgets: BudgetStore | None = None,
+    ) -> None:
+        """`budgets`: where rate limited model requests take their slots (None: as
+        if no rate limits were configured)."""
         self.catalog = catalog
         self.live = live
+        self.budgets = budgets
 
     async def run(self, task: Task, ledger: RunLedger) -> Outcome:
         profile = self.catalog.profile(task.agent.profile)
@@ -132,8 +155,11 @@ class Executor:
         live = None
         if self.live is not None and streams(agent):
             live = self.live.output(task_id=task.id, attempt=ledger.lease.attempt)
+        gate = None
+        if self.budgets is not None:
+            gate = RunGate(self.budgets, model=task.agent.model, paid=task.paid_slot)
         try:
-            with current_run(ledger):
+            with current_run(ledger), gated(gate):
                 async with agent.iter(
                     None if history else prompt_of(task),
                     message_history=history or None,
@@ -157,6 +183,8 @@ class Executor:
                     await ledger.sync(run.all_messages(), run.usage, final=True)
                     result = run.result
                     ledger.conversation = run.all_messages()  # should the run go on
+        except BudgetWait as wait:
+            return Throttled(wait, ledger.usage)
         except (AgentRunError, UserError) as exc:
             if isinstance(exc, UsageLimitExceeded):
                 limit = profile.request_limit

@@ -91,6 +91,8 @@ def _resumed(attempt: int, cause: Row | None, messages: int) -> tuple[LogLevel, 
             f"{line}: worker {data.get('worker')} gave it back on attempt "
             f"{data.get('attempt')} ({because})"
         )
+    if kind == "throttled":
+        return "info", f"{line}: its model request's rate limit slot has come"
     if data.get("cause") == "subtasks_finished":
         return "info", f"{line}: its subtasks finished"
     if "answered" in data:

@@ -42,7 +42,16 @@ from taskservice.service import TaskService
 from taskservice.settings import Settings
 from taskservice.states import TaskState
 from taskservice.tracing import Tracing, failed
-from taskservice.worker.executor import Completed, Executor, Failed, NeedsInput, Outcome
+from taskservice.worker.budget import paid_slot
+from taskservice.worker.executor import (
+    Completed,
+    Ended,
+    Executor,
+    Failed,
+    NeedsInput,
+    Outcome,
+    Throttled,
+)
 from taskservice.worker.heartbeat import Heartbeat
 from taskservice.worker.ledger import LeaseLost, RunLedger
 
@@ -239,6 +248,10 @@ class WorkerPool:
             ledger = self._ledgers[task.id] = RunLedger(self.ledger, self.service, task, lease)
             while True:
                 outcome = await self._run_agent(task, ledger, deadline)
+                if isinstance(outcome, Throttled):
+                    await self._park(task, lease, outcome)
+                    ended = "throttled"
+                    break
                 self._finishing.add(task.id)
                 if await self._finish(task, ledger, outcome):
                     ended = _ended(outcome)
@@ -288,6 +301,26 @@ class WorkerPool:
             error = {"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
             return Failed(error, ledger.usage)
 
+    async def _park(self, task: Task, lease: Lease, outcome: Throttled) -> None:
+        """Give the task back until its model request's slot (a `throttled` event):
+        no worker waits for it. (Should the write fail, the lease expires and the
+        task resumes after it.)"""
+        wait = outcome.wait
+        data = {
+            "model": task.agent.model,
+            "budgets": list(wait.keys),
+            "until": wait.until.isoformat(),
+            "wait_seconds": round(wait.wait, 3),
+            "reason": wait.reason,
+        }
+        parked = await self.leases.park(
+            task.id, lease=lease, until=wait.until, paid=paid_slot(wait), data=data
+        )
+        if parked:
+            log.info("task %s: throttled, %s; it waits without a worker", task.id, wait)
+        else:
+            log.info("task %s: not throttled, it is no longer ours", task.id)
+
     async def _end_subtasks(self, task: Task, error: dict[str, Any]) -> None:
         """A failed task's subtasks end with it (but the detached); should the database
         be away, the reaper's orphan sweep does it."""
@@ -321,7 +354,7 @@ class WorkerPool:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    async def _finish(self, task: Task, ledger: RunLedger, outcome: Outcome) -> bool:
+    async def _finish(self, task: Task, ledger: RunLedger, outcome: Ended) -> bool:
         """Write the outcome. False: not written, the run goes on (it would have
         completed with follow-ups unread)."""
         values: dict[str, Any]
@@ -368,4 +401,6 @@ def _ended(outcome: Outcome) -> str:
         return "completed"
     if isinstance(outcome, NeedsInput):
         return "input_required"
+    if isinstance(outcome, Throttled):
+        return "throttled"
     return "timed_out" if outcome.error.get("type") == "timeout" else "failed"

@@ -44,6 +44,11 @@ class Overview(BaseModel):
     scheduled: int = Field(
         default=0, description="Of the pending tasks, those waiting for their `run_at`."
     )
+    throttled: int = Field(
+        default=0,
+        description="Of the running tasks, those waiting, without a worker, for their "
+        "model's rate limit budget.",
+    )
     oldest_pending_at: datetime | None = Field(
         description="Since when the oldest pending task that may run has waited (its run_at)."
     )
@@ -72,6 +77,7 @@ async def get_overview(
         minutes=minutes,
         live=live,
         scheduled=read["scheduled"],
+        throttled=read["throttled"],
         oldest_pending_at=read["oldest_pending_at"],
         finished=[FinishedMinute.model_validate(m) for m in read["finished"]],
         workers=[WorkerLeases.model_validate(w) for w in read["workers"]],
