@@ -3,7 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import contextlib
+from collections.abc import Awaitable, Hashable, Iterator
+from typing import TypeVar
+
+Key = TypeVar("Key", bound=Hashable)
+Member = TypeVar("Member", bound=Hashable)
+
+
+@contextlib.contextmanager
+def registered(registry: dict[Key, set[Member]], key: Key, member: Member) -> Iterator[Member]:
+    """`member` in `registry[key]` for the block's duration; a key left without
+    members is removed (a registry of who watches what holds only the watched)."""
+    registry.setdefault(key, set()).add(member)
+    try:
+        yield member
+    finally:
+        members = registry.get(key)
+        if members is not None:
+            members.discard(member)
+            if not members:
+                del registry[key]
 
 
 async def wait_until(awaitable: Awaitable[object], seconds: float) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from taskservice.aio import wait_until
+from taskservice.aio import registered, wait_until
 from taskservice.db import TRANSIENT_ERRORS, notify
 from taskservice.db.outage import DRIVER_ERRORS, OUTAGE
 
@@ -212,6 +212,29 @@ class Flag:
             self._waiter = None
 
 
+class StateWatch:
+    """What a wait for a task's state knows from the notices: its latest change of
+    state (`seq`, `state`: the notice's target, None until one is seen), and whether
+    notices may have been lost (`stale`: the hub reconnected; read the task)."""
+
+    __slots__ = ("flag", "seq", "stale", "state")
+
+    def __init__(self, flag: Flag, seq: int) -> None:
+        self.flag = flag  # woken by any notice of the task, and at its due time
+        self.seq = seq
+        self.state: str | None = None
+        self.stale = False
+
+    def saw(self, seq: int, state: str) -> None:
+        if seq > self.seq:
+            self.seq, self.state = seq, state
+
+
+# Changes of state remembered per task (the most recent tasks'), so that a wait that
+# starts just after its task changed still sees the change's notice.
+_RECENT_STATES = 4096
+
+
 class TaskWatchers:
     """Per-task wake-ups for streams and long polls.
 
@@ -219,37 +242,59 @@ class TaskWatchers:
     it has not seen from `task_events` itself. So a slow or stalled reader holds a
     flag, never a queue of events, and cannot delay anyone else; after a reconnect
     of the hub every watcher is marked dirty to catch up.
+
+    A wait for a state (`watch_state`) needs no read of the log at all: the notices
+    of changes of state carry the state they moved to, and the latest of the most
+    recent tasks' are remembered, for a wait that starts a moment after its notice.
     """
 
     def __init__(self, hub: EventHub) -> None:
         self._by_task: dict[uuid.UUID, set[Flag]] = {}
+        self._states: dict[uuid.UUID, set[StateWatch]] = {}
+        self._recent: dict[uuid.UUID, tuple[int, str]] = {}
         self._ticker: asyncio.Task[None] | None = None
         hub.subscribe(self._on_notice)
         hub.on_reconnect(self._wake_all)
 
     def _on_notice(self, notice: EventNotice) -> None:
+        if notice.type == "state_change" and notice.target is not None:
+            seen = self._recent.pop(notice.task_id, None)
+            if seen is None or seen[0] < notice.seq:
+                seen = (notice.seq, notice.target)
+            self._recent[notice.task_id] = seen  # the most recent last
+            if len(self._recent) > _RECENT_STATES:
+                del self._recent[next(iter(self._recent))]
+            for watch in self._states.get(notice.task_id, ()):
+                watch.saw(*seen)
         for flag in self._by_task.get(notice.task_id, ()):
             flag.set()
 
     def _wake_all(self) -> None:
+        for watches in self._states.values():
+            for watch in watches:
+                watch.stale = True
         for flags in self._by_task.values():
             for flag in flags:
                 flag.set()
 
     @contextlib.contextmanager
+    def watch_state(self, task_id: uuid.UUID, *, after: int) -> Iterator[StateWatch]:
+        """The task's changes of state after its event `after` (the last the caller
+        read), as their notices arrive; one already heard is there at once."""
+        with self.watch(task_id) as flag:
+            watch = StateWatch(flag, after)
+            seen = self._recent.get(task_id)
+            if seen is not None:
+                watch.saw(*seen)
+            with registered(self._states, task_id, watch):
+                yield watch
+
+    @contextlib.contextmanager
     def watch(self, task_id: uuid.UUID) -> Iterator[Flag]:
-        flag = Flag()
-        self._by_task.setdefault(task_id, set()).add(flag)
-        if self._ticker is None or self._ticker.done():
-            self._ticker = asyncio.create_task(self._tick(), name="watcher-ticker")
-        try:
+        with registered(self._by_task, task_id, Flag()) as flag:
+            if self._ticker is None or self._ticker.done():
+                self._ticker = asyncio.create_task(self._tick(), name="watcher-ticker")
             yield flag
-        finally:
-            flags = self._by_task.get(task_id)
-            if flags is not None:
-                flags.discard(flag)
-                if not flags:
-                    del self._by_task[task_id]
 
     async def _tick(self) -> None:
         """One timer for every watcher: wakes each flag whose `due` time has come

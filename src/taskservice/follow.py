@@ -70,6 +70,33 @@ class TaskFollower:
         self.settings = settings
         self.live = live
 
+    async def until_settled(
+        self, task: Task, *, deadline: float, settles: Callable[[TaskState], bool]
+    ) -> Task:
+        """`task` (as just read or created) once its state `settles`, or once
+        `deadline` (loop time) passed: from the notices of its changes of state, which
+        say the state they moved to, so only the task's final read touches the
+        database (and a read each poll interval, should notices be lost)."""
+        clock = asyncio.get_running_loop().time
+        poll = self.settings.stream_poll_seconds
+        with self.watchers.watch_state(task.id, after=task.event_seq) as watch:
+            next_poll = clock() + poll
+            while True:
+                heard = watch.state is not None and settles(TaskState(watch.state))
+                if heard or watch.stale or clock() >= min(next_poll, deadline):
+                    watch.stale = False
+                    fresh = await self.store.get(task.id, tenant=task.tenant)
+                    if fresh is None:
+                        raise NotFound(f"task {task.id} not found")
+                    if settles(fresh.state) or clock() >= deadline:
+                        return fresh
+                    watch.saw(fresh.event_seq, fresh.state.value)  # moved on since
+                    next_poll = clock() + poll
+                    continue
+                watch.flag.clear()
+                watch.flag.due = min(next_poll, deadline)
+                await watch.flag.wait()
+
     @contextlib.contextmanager
     def _view(self, task_id: uuid.UUID, flag: Flag, deltas: bool) -> Iterator[LiveView | None]:
         if not deltas or self.live is None:

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 
+from taskservice.aio import registered
 from taskservice.db.live import DELTAS_CHANNEL, LiveStore, parse
 from taskservice.events import EventHub, Flag
 from taskservice.models import Delta
@@ -123,16 +124,8 @@ class LiveFeed:
 
     @contextlib.contextmanager
     def view(self, task_id: uuid.UUID, flag: Flag) -> Iterator[LiveView]:
-        view = LiveView(flag)
-        self._views.setdefault(task_id, set()).add(view)
-        try:
+        with registered(self._views, task_id, LiveView(flag)) as view:
             yield view
-        finally:
-            views = self._views.get(task_id)
-            if views is not None:
-                views.discard(view)
-                if not views:
-                    del self._views[task_id]
 
     async def catch_up(self, task_id: uuid.UUID, view: LiveView) -> None:
         """Read the text so far into `view`, which asked for it (`resync`)."""

@@ -234,6 +234,10 @@ class TaskService:
             return task
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(seconds, self.settings.max_wait_seconds)
+        if on_event is None:  # the state is enough: no read of the event log
+            return await self._follower.until_settled(
+                task, deadline=deadline, settles=lambda state: _settles(state, finished=finished)
+            )
         follow = self._follower.follow(tenant=task.tenant, task_id=task.id, deadline=deadline)
         async with aclosing(follow) as updates:
             async for update in updates:
