@@ -16,8 +16,11 @@ answering at once or after `--model-delay-ms`):
 
 Rounds alternate between the servers; tasks/s of each round, then the ratio
 taskservice / fasta2a over all rounds (issue 17's target: >= 1.2 with an instant
-model; >= 400 tasks/s for taskservice with a 100 ms one). The client is Python
-(httpx), on the same cores as the servers: the ratio is what to read.
+model; >= 400 tasks/s for taskservice with a 100 ms one). The client is `wrk` (as
+issue 17 measured; `apt-get install wrk`), a Lua script giving every request its own
+`messageId` and counting answers that are not a completed task; `--client python`
+uses httpx instead, which takes a core's share from the servers. Both run on the
+same cores as the servers: the ratio is what to read.
 
     .venv/bin/python bench/peers.py [--seconds 10] [--rounds 2] [--connections 64]
     .venv/bin/python bench/peers.py --model-delay-ms 100
@@ -29,8 +32,10 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -148,6 +153,93 @@ async def load(url: str, once: object, connections: int, seconds: float) -> tupl
     return done / elapsed, failed
 
 
+# wrk's script: a request of its own each time (the `messageId`: thread, a random
+# prefix, a counter), and a count of answers that are not a completed task.
+_WRK_SCRIPT = r"""
+local threads, next_id = {}, 1
+function setup(thread)
+  thread:set("id", next_id); next_id = next_id + 1
+  table.insert(threads, thread)
+end
+function init(args)
+  math.randomseed(os.time() + id)
+  prefix = string.format("%d-%d-", id, math.random(1, 1000000000))
+  counter, bad = 0, 0
+end
+function request()
+  counter = counter + 1
+  return wrk.format("POST", PATH, HEADERS, string.format(BODY, prefix .. counter))
+end
+function response(status, headers, body)
+  if status ~= 200 or not string.find(body, DONE, 1, true) then bad = bad + 1 end
+end
+function done(summary, latency, requests)
+  local total = 0
+  for _, thread in ipairs(threads) do total = total + thread:get("bad") end
+  io.write(string.format("BAD %d\n", total))
+end
+"""
+
+
+def _lua(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid Lua string literal here
+
+
+def wrk_script(name: str, folder: Path) -> Path:
+    """The wrk script of a server: its path, headers, body (`%s`: the message id) and
+    what a completed task's answer contains."""
+    if name == "taskservice":
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {"role": "ROLE_USER", "messageId": "%s", "parts": [{"text": "ping"}]}
+            },
+        }
+        path, headers, done = "/a2a", {**V1}, "TASK_STATE_COMPLETED"
+    else:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/stream",
+            "params": {
+                "message": {
+                    "role": "user",
+                    "kind": "message",
+                    "messageId": "%s",
+                    "parts": [{"kind": "text", "text": "ping"}],
+                }
+            },
+        }
+        path, headers, done = "/", {}, '"state":"completed"'
+    headers["Content-Type"] = "application/json"
+    lua_headers = "{" + ", ".join(f"[{_lua(k)}] = {_lua(v)}" for k, v in headers.items()) + "}"
+    script = folder / f"{name}.lua"
+    script.write_text(
+        f"PATH = {_lua(path)}\nHEADERS = {lua_headers}\n"
+        f"BODY = {_lua(json.dumps(body, separators=(',', ':')))}\nDONE = {_lua(done)}\n"
+        + _WRK_SCRIPT
+    )
+    return script
+
+
+def wrk_load(url: str, script: Path, connections: int, seconds: float) -> tuple[float, int]:
+    """Tasks completed per second by wrk (after a second's warm-up run), and the
+    answers that were not a completed task (errors and timeouts included)."""
+    command = ["wrk", "-t2", f"-c{connections}", "--timeout", "60s", "-s", str(script), url]
+    subprocess.run([*command[:1], "-d1s", *command[1:]], check=True, capture_output=True)
+    out = subprocess.run(
+        [*command[:1], f"-d{seconds:g}s", *command[1:]], check=True, capture_output=True, text=True
+    ).stdout
+    rate = float(out.split("Requests/sec:")[1].split()[0])
+    bad = int(out.split("BAD ")[1].split()[0])
+    errors = out.split("Socket errors:")[1].split("\n")[0] if "Socket errors:" in out else ""
+    if errors:
+        print(f"  socket errors:{errors}", flush=True)
+    return rate * (1 - bad / max(1, int(out.split(" requests in ")[0].split()[-1]))), bad
+
+
 async def run(args: argparse.Namespace) -> None:
     env = {"PYTHONPATH": str(HERE), "BENCH_MODEL_DELAY_MS": str(args.model_delay_ms)}
     url = await make_database(args.server)
@@ -166,6 +258,7 @@ async def run(args: argparse.Namespace) -> None:
     )
     theirs = start_fasta2a(theirs_port, env)
     results: dict[str, list[float]] = {"taskservice": [], "fasta2a": []}
+    folder = tempfile.mkdtemp(prefix="peers-")
     try:
         wait_ready(f"http://127.0.0.1:{ours_port}/readyz", ours)
         wait_ready(f"http://127.0.0.1:{theirs_port}/.well-known/agent-card.json", theirs)
@@ -173,23 +266,29 @@ async def run(args: argparse.Namespace) -> None:
             "taskservice": (f"http://127.0.0.1:{ours_port}", taskservice_once),
             "fasta2a": (f"http://127.0.0.1:{theirs_port}", fasta2a_once),
         }
+        scripts = {name: wrk_script(name, Path(folder)) for name in servers}
         for round_ in range(args.rounds):
             order = list(servers) if round_ % 2 == 0 else list(reversed(servers))
             for name in order:
                 base, once = servers[name]
-                rate, failed = await load(base, once, args.connections, args.seconds)
+                if args.client == "wrk":
+                    rate, failed = wrk_load(base, scripts[name], args.connections, args.seconds)
+                else:
+                    rate, failed = await load(base, once, args.connections, args.seconds)
                 results[name].append(rate)
-                dropped = f" ({failed} requests unanswered)" if failed else ""
+                dropped = f" ({failed} requests not completed tasks)" if failed else ""
                 print(f"round {round_ + 1} {name:12} {rate:7.1f} tasks/s{dropped}", flush=True)
     finally:
         for process in (ours, theirs):
             process.terminate()
             process.wait(timeout=30)
         await drop_database(args.server, url)
+        shutil.rmtree(folder, ignore_errors=True)
     ours_rate = sum(results["taskservice"]) / len(results["taskservice"])
     theirs_rate = sum(results["fasta2a"]) / len(results["fasta2a"])
     print(
-        f"\nmodel delay {args.model_delay_ms} ms, {args.connections} connections, "
+        f"\nmodel delay {args.model_delay_ms} ms, {args.connections} connections "
+        f"({args.client}), "
         f"taskservice processes {args.processes or 'default'}: "
         f"taskservice {ours_rate:.1f}/s, fasta2a {theirs_rate:.1f}/s, "
         f"ratio {ours_rate / theirs_rate:.2f}"
@@ -203,6 +302,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--model-delay-ms", type=float, default=0)
+    parser.add_argument("--client", choices=["wrk", "python"], default="wrk")
     parser.add_argument(
         "--processes", type=int, default=None, help="taskservice's (default: serve's, a core each)"
     )
