@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -83,8 +84,14 @@ async def follow(
         writer.close()
 
 
+def family(process: psutil.Process) -> list[psutil.Process]:
+    """A process and those it started (`serve --processes N`: the supervisor's)."""
+    return [process, *process.children(recursive=True)]
+
+
 class Sampler:
-    """The peak RSS of a process, sampled every 50 ms from a thread."""
+    """The peak RSS of a process (with its children), sampled every 50 ms from a
+    thread."""
 
     def __init__(self, pid: int) -> None:
         self.process = psutil.Process(pid)
@@ -94,8 +101,15 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, self.process.memory_info().rss)
+            self.peak = max(self.peak, self.rss())
             time.sleep(0.05)
+
+    def rss(self) -> int:
+        total = 0
+        for process in family(self.process):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                total += process.memory_info().rss
+        return total
 
     def __enter__(self) -> Sampler:
         self._thread.start()
@@ -107,7 +121,9 @@ class Sampler:
 
 
 def cpu(pids: list[int]) -> float:
-    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
+    return sum(
+        sum(process.cpu_times()[:2]) for pid in pids for process in family(psutil.Process(pid))
+    )
 
 
 async def one_run(args: argparse.Namespace, interval_ms: int) -> dict[str, float]:
@@ -122,7 +138,7 @@ async def one_run(args: argparse.Namespace, interval_ms: int) -> dict[str, float
         "TASKSERVICE_DELTA_INTERVAL_MS": str(interval_ms),
     }
     port = free_port()
-    processes = [start_serve(port, env)]
+    processes = [start_serve(port, env, processes=args.processes or None)]
     read_port = port
     if args.replicas:
         read_port = free_port()
@@ -136,7 +152,7 @@ async def one_run(args: argparse.Namespace, interval_ms: int) -> dict[str, float
         body = {"model": "ticker", "input": f"tokens={args.tokens} seconds={args.seconds}"}
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
             with Sampler(pids[-1] if args.replicas else pids[0]) as memory:
-                idle_rss = memory.process.memory_info().rss
+                idle_rss = memory.rss()
                 before = cpu(pids)
                 started = time.monotonic()
 
@@ -181,6 +197,9 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--interval-ms", type=int, default=40)
     parser.add_argument("--replicas", action="store_true")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="of the serve that runs the tasks (0: a core each)"
+    )
     parser.add_argument("--server", default=os.environ.get("BENCH_DATABASE", DEFAULT_SERVER))
     args = parser.parse_args()
     live = await one_run(args, args.interval_ms)
@@ -189,6 +208,8 @@ async def main() -> None:
     # every response): what streaming itself costs, without our delta path.
     streamed = await one_run(args, 10_000)  # the setting's most: keep --seconds below 10
     where = ", read on a second replica" if args.replicas else ""
+    if args.processes != 1:
+        where += f", serve --processes {args.processes or 'one per core'}"
     print(
         f"{args.tasks} tasks x {args.tokens} tokens over {args.seconds:g} s, "
         f"delta interval {args.interval_ms} ms{where}"
