@@ -145,8 +145,17 @@ def test_a_dead_process_is_replaced_and_a_killed_supervisor_takes_the_rest_along
     with serve(env, tmp_path / "serve.log", "--processes", "2") as server:
         first, second = processes_of(server)
         os.kill(first.pid, signal.SIGKILL)
-        until(lambda: len(processes_of(server)) == 2 and first.pid not in _pids(server))
-        replacement = next(p for p in processes_of(server) if p.pid != second.pid)
+        replacements: list[psutil.Process] = []
+
+        def replaced() -> bool:
+            # One read of the process table (two could see different moments: the
+            # test once found the replacement in one and not in the next).
+            current = processes_of(server)
+            replacements[:] = [p for p in current if p.pid not in (first.pid, second.pid)]
+            return len(replacements) == 1 and first.pid not in {p.pid for p in current}
+
+        until(replaced)
+        [replacement] = replacements
         until(lambda: started_workers(server, replacement.pid), timeout=60)
         # The service answers throughout; the replacement takes its share of the work.
         ids = run_tasks_of_a_second(server.url, 6)
@@ -163,10 +172,6 @@ def started_workers(server: Server, pid: int) -> bool:
         f":{pid}:" in line and "started: concurrency" in line
         for line in server.output().splitlines()
     )
-
-
-def _pids(server: Server) -> set[int]:
-    return {p.pid for p in processes_of(server)}
 
 
 def test_a_port_in_use_is_one_clear_error_and_exit_3(database_url: str, db: AsyncEngine) -> None:
