@@ -200,25 +200,29 @@ class BudgetedModel(WrapperModel):
         gate = CURRENT_GATE.get()
         if gate is None:
             return await super().request(messages, model_settings, model_request_parameters)
+        async with self._slot(gate, messages) as reserved:
+            response = await super().request(messages, model_settings, model_request_parameters)
+        await gate.settle(self.keys, reserved, _tokens_used(response.usage))
+        return response
+
+    @asynccontextmanager
+    async def _slot(self, gate: ModelGate, messages: list[ModelMessage]) -> AsyncIterator[int]:
+        """A slot for the request made in the block (yields the tokens reserved for
+        it). A 429 from the provider gives its tokens back, blocks the budgets for its
+        Retry-After (the model client's hook notes it, and keeps the SDK from retrying
+        in place), and raises `Throttled`: the task waits for a new slot."""
         reserved = await gate.acquire(self.keys, estimate_tokens(_characters(messages)))
         refusal: list[float | None] = []
         token = REQUEST_BUDGETED.set(refusal)
         try:
-            response = await super().request(messages, model_settings, model_request_parameters)
+            yield reserved
         except ModelHTTPError as exc:
             if exc.status_code == 429:
-                await self._refused(gate, reserved, refusal)
+                await gate.settle(self.keys, reserved, 0)
+                await gate.refused(self.keys, refusal[-1] if refusal else None)
             raise
         finally:
             REQUEST_BUDGETED.reset(token)
-        await gate.settle(self.keys, reserved, _tokens_used(response.usage))
-        return response
-
-    async def _refused(self, gate: ModelGate, reserved: int, refusal: list[float | None]) -> None:
-        """The provider refused the request (429): its tokens were not used; the
-        budgets wait for its Retry-After, and so does the task (`Throttled`)."""
-        await gate.settle(self.keys, reserved, 0)
-        await gate.refused(self.keys, refusal[-1] if refusal else None)
 
     @asynccontextmanager
     async def request_stream(
@@ -235,23 +239,13 @@ class BudgetedModel(WrapperModel):
             ) as stream:
                 yield stream
             return
-        reserved = await gate.acquire(self.keys, estimate_tokens(_characters(messages)))
-        refusal: list[float | None] | None = []
-        token = REQUEST_BUDGETED.set(refusal)
-        try:
-            async with super().request_stream(
+        async with (
+            self._slot(gate, messages) as reserved,
+            super().request_stream(
                 messages, model_settings, model_request_parameters, run_context
-            ) as stream:
-                REQUEST_BUDGETED.reset(token)  # the request is answered
-                refusal = None
-                yield stream
-        except ModelHTTPError as exc:
-            if exc.status_code == 429 and refusal is not None:
-                await self._refused(gate, reserved, refusal)
-            raise
-        finally:
-            if refusal is not None:
-                REQUEST_BUDGETED.reset(token)
+            ) as stream,
+        ):
+            yield stream
         await gate.settle(self.keys, reserved, _tokens_used(stream.usage))
 
 

@@ -87,9 +87,8 @@ spent AS (
     FROM b, s WHERE r.key = b.key
     RETURNING r.key
 )
-SELECT s.slot, extract(epoch FROM s.slot - s.at)::float8 AS wait,
-       (SELECT count(*) FROM spent) AS spent
-FROM s
+-- (`spent` runs to completion unread, as every data-modifying CTE does.)
+SELECT s.slot, extract(epoch FROM s.slot - s.at)::float8 AS wait FROM s
 """,
     keys=_KEYS,
     tokens=Float,
@@ -113,7 +112,6 @@ UPDATE rate_budgets SET
     blocked_until = greatest(blocked_until, now() + make_interval(secs => :seconds)),
     updated_at = now()
 WHERE key = ANY(:keys)
-RETURNING blocked_until
 """,
     keys=_KEYS,
     seconds=Float,

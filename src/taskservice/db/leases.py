@@ -156,6 +156,7 @@ def _owner_released(
     `log` line (a warning saying `line`, SQL over `t`) before the event if given;
     `lost`: the lease expired, which costs the task an attempt."""
     event_data = f"jsonb_build_object('worker', t.lost_owner, 'attempt', t.attempt{extra})"
+    lost_attempt = "lost_attempts = tasks.lost_attempts + 1, " if lost else ""
     if line is None:
         event = append_events(type=f"'{event_type}'", data=event_data)
         seq, line_no = NEXT_SEQ, ""
@@ -167,7 +168,7 @@ def _owner_released(
     return f"""
 WITH t AS (
     UPDATE tasks SET lease_owner = NULL, lease_expires_at = NULL,
-                     {"lost_attempts = tasks.lost_attempts + 1, " * lost}{seq}, updated_at = now()
+                     {lost_attempt}{seq}, updated_at = now()
     FROM (SELECT id, lease_owner AS lost_owner FROM tasks
           WHERE {where}
           ORDER BY lease_expires_at LIMIT :p_limit FOR UPDATE SKIP LOCKED) x

@@ -12,7 +12,6 @@ reserving again. A provider's 429 blocks the budgets for its `Retry-After` (or
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from taskservice.db.budgets import BudgetStore
@@ -54,8 +53,7 @@ class RunGate:
         slot = await self.store.reserve(keys, 1)
         MODEL_THROTTLED.labels(self.model, "provider_429").inc()
         wait = max(slot.wait, 0.0)
-        until = slot.at if slot.wait > 0 else datetime.now(UTC) + timedelta(seconds=wait)
-        raise Throttled(keys, until=until, wait=wait, tokens=1, reason="provider_429")
+        raise Throttled(keys, until=slot.at, wait=wait, tokens=1, reason="provider_429")
 
 
 def paid_slot(throttled: Throttled) -> dict[str, Any]:

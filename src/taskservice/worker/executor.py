@@ -31,8 +31,7 @@ from taskservice.agents import AgentCatalog, streams
 from taskservice.content import as_text
 from taskservice.db.budgets import BudgetStore
 from taskservice.models import Task
-from taskservice.rate_limits import Throttled as BudgetWait
-from taskservice.rate_limits import gated
+from taskservice.rate_limits import Throttled, gated
 from taskservice.tools import ASK_USER, WAIT_FOR_SUBTASKS, current_run
 from taskservice.worker.budget import RunGate
 from taskservice.worker.ledger import RunLedger
@@ -62,16 +61,16 @@ class NeedsInput:
 
 
 @dataclass(frozen=True, slots=True)
-class Throttled:
+class WaitsForBudget:
     """A model request's rate limit budget has no room yet (`worker/budget.py`): the
-    task waits without a worker until `wait.until`."""
+    task waits without a worker until `throttled.until` (nothing is written but that:
+    the run resumes from the ledger)."""
 
-    wait: BudgetWait
-    usage: dict[str, int]
+    throttled: Throttled
 
 
 Ended = Completed | Failed | NeedsInput  # what the pool writes as the run's outcome
-Outcome = Ended | Throttled
+Outcome = Ended | WaitsForBudget
 
 
 def prompt_of(task: Task) -> str:
@@ -183,8 +182,8 @@ class Executor:
                     await ledger.sync(run.all_messages(), run.usage, final=True)
                     result = run.result
                     ledger.conversation = run.all_messages()  # should the run go on
-        except BudgetWait as wait:
-            return Throttled(wait, ledger.usage)
+        except Throttled as throttled:
+            return WaitsForBudget(throttled)
         except (AgentRunError, UserError) as exc:
             if isinstance(exc, UsageLimitExceeded):
                 limit = profile.request_limit

@@ -50,7 +50,7 @@ from taskservice.worker.executor import (
     Failed,
     NeedsInput,
     Outcome,
-    Throttled,
+    WaitsForBudget,
 )
 from taskservice.worker.heartbeat import Heartbeat
 from taskservice.worker.ledger import LeaseLost, RunLedger
@@ -248,7 +248,7 @@ class WorkerPool:
             ledger = self._ledgers[task.id] = RunLedger(self.ledger, self.service, task, lease)
             while True:
                 outcome = await self._run_agent(task, ledger, deadline)
-                if isinstance(outcome, Throttled):
+                if isinstance(outcome, WaitsForBudget):
                     await self._park(task, lease, outcome)
                     ended = "throttled"
                     break
@@ -301,11 +301,11 @@ class WorkerPool:
             error = {"type": "internal_error", "message": f"{type(exc).__name__}: {exc}"}
             return Failed(error, ledger.usage)
 
-    async def _park(self, task: Task, lease: Lease, outcome: Throttled) -> None:
+    async def _park(self, task: Task, lease: Lease, outcome: WaitsForBudget) -> None:
         """Give the task back until its model request's slot (a `throttled` event):
         no worker waits for it. (Should the write fail, the lease expires and the
         task resumes after it.)"""
-        wait = outcome.wait
+        wait = outcome.throttled
         data = {
             "model": task.agent.model,
             "budgets": list(wait.keys),
@@ -401,6 +401,6 @@ def _ended(outcome: Outcome) -> str:
         return "completed"
     if isinstance(outcome, NeedsInput):
         return "input_required"
-    if isinstance(outcome, Throttled):
+    if isinstance(outcome, WaitsForBudget):
         return "throttled"
     return "timed_out" if outcome.error.get("type") == "timeout" else "failed"
