@@ -18,7 +18,9 @@ covers it), never an event. An idle follower holds a flag, no task, page or time
 With `deltas`, the follower also yields the live output of the model response being
 written (`live.LiveView`): once the replay of the log is done, the text so far of
 the message in progress, then each delta as it arrives. Deltas wake the follower
-without marking it dirty, so they cost no read of the event log.
+without marking it dirty, so they cost no read of the event log. Following a quiet
+task's deltas asks for them (`LiveFeed.ask`): its model responses are streamed from
+the next one on.
 """
 
 from __future__ import annotations
@@ -139,6 +141,8 @@ class TaskFollower:
             if snapshot is None:
                 raise NotFound(f"task {task_id} not found")
             finished = snapshot.state.is_terminal
+            if view is not None and snapshot.quiet and not finished and self.live is not None:
+                await self.live.ask(task_id)  # its model responses were not streamed
             if view is not None and snapshot.state is TaskState.RUNNING:
                 view.resync = True  # it may be writing a message: start from its text
             replayed = False  # deltas go out once the log is replayed

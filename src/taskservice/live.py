@@ -127,6 +127,11 @@ class LiveFeed:
         with registered(self._views, task_id, LiveView(flag)) as view:
             yield view
 
+    async def ask(self, task_id: uuid.UUID) -> None:
+        """A stream wants the live output of a quiet task (`Task.quiet`): its model
+        responses are streamed from the next one on, wherever it runs."""
+        await self.store.ask(task_id)
+
     async def catch_up(self, task_id: uuid.UUID, view: LiveView) -> None:
         """Read the text so far into `view`, which asked for it (`resync`)."""
         view.reread(await self.store.so_far(task_id))

@@ -55,6 +55,7 @@ class NewTask:
     trace_context: dict[str, str] | None = None  # the span it continues (`tracing`)
     priority: int = 0  # claimed higher first
     run_at: datetime | None = None  # not claimed before; None: at once
+    quiet: bool = False  # no live output until a stream asks for it (`Task.quiet`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,9 @@ class Task:
     # The model request slot a throttled task reserved (`worker/budget.py`): on the
     # claim that resumes it only.
     paid_slot: dict[str, Any] | None = None
+    # Its model requests are not streamed (no live output) until a stream asks for
+    # its deltas: submitted by a call that waits without a stream (`live.LiveFeed`).
+    quiet: bool = False
 
     @property
     def questions(self) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from taskservice.db.engine import create_engine
 from taskservice.db.eventlog import EventLog
 from taskservice.db.keys import ApiKeyStore, service_secret
 from taskservice.db.leases import LeaseStore
-from taskservice.db.live import LiveStore
+from taskservice.db.live import ASKED_CHANNEL, LiveStore
 from taskservice.db.notify import KEYS_CHANNEL
 from taskservice.db.retention import RetentionStore, retention_policy
 from taskservice.db.schedules import ScheduleStore
@@ -46,7 +46,7 @@ from taskservice.tracing import Tracing
 from taskservice.webhooks.dispatcher import Dispatcher, PushFormats
 from taskservice.webhooks.subscriptions import WebhookService
 from taskservice.worker.executor import Executor
-from taskservice.worker.live_output import LiveWriter
+from taskservice.worker.live_output import LiveWriter, QuietRuns
 from taskservice.worker.pool import WorkerPool
 from taskservice.worker.pruner import Pruner
 from taskservice.worker.reaper import Reaper
@@ -155,6 +155,12 @@ class Runtime:
                     tracing=tracing,
                 )
             feed = LiveFeed(hub, live)  # before the hub starts: it LISTENs for deltas too
+            quiet_runs: QuietRuns | None = None
+            if workers and settings.delta_interval_ms > 0:
+                # A stream's ask for a quiet task's output reaches the run, wherever.
+                quiet_runs = QuietRuns()
+                hub.on_channel(ASKED_CHANNEL, quiet_runs.heard)
+                hub.on_reconnect(quiet_runs.all_asked)
             await hub.start()
             stack.push_async_callback(hub.stop)
             watchers = TaskWatchers(hub)
@@ -195,7 +201,11 @@ class Runtime:
                     # pool's queue when every connection is taken (a burst of runs
                     # and streams starting), nor makes the pool's users wait.
                     own = await stack.enter_async_context(Database(url, pool_size=1))
-                    writer = LiveWriter(LiveStore(own), interval=settings.delta_interval_ms / 1000)
+                    writer = LiveWriter(
+                        LiveStore(own),
+                        interval=settings.delta_interval_ms / 1000,
+                        quiet=quiet_runs,
+                    )
                     stack.push_async_callback(writer.stop)  # after the pool stopped
                 catalog.announce()
                 budgets = None

@@ -115,12 +115,15 @@ class TaskService:
         detached: bool = False,
         priority: Any = 0,
         run_at: Any = None,
+        quiet: bool = False,
     ) -> tuple[Task, bool]:
         """Create a pending task. Returns (task, created); created is False when the
         idempotency key was used before with the same request.
 
         `webhooks` become the task's own subscriptions, committed with the task, so
-        no state change can happen before they exist. Everything else is checked by
+        no state change can happen before they exist. `quiet`: the caller waits for
+        the outcome without a stream, so the task's model responses are not streamed
+        until a stream asks for them (`Task.quiet`). Everything else is checked by
         `NewTasks.prepare`, whichever transport parsed it."""
         if webhooks and self.webhooks is None:
             raise InvalidRequest("webhooks are not available here", field="webhooks")
@@ -140,6 +143,7 @@ class TaskService:
             detached=detached,
             priority=priority,
             run_at=run_at,
+            quiet=quiet,
         )
         prepared = await self.webhooks.prepare_all(webhooks) if self.webhooks else []
         return await self._create(
@@ -178,6 +182,7 @@ class TaskService:
             detached=detached,
             trace_context=self.tracing.carrier(),  # the parent's run: one trace
             priority=parent.priority,
+            quiet=parent.quiet,  # streamed if its parent is
         )
         task, _ = await self._create(new)
         return task

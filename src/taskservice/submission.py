@@ -59,6 +59,7 @@ class NewTasks:
         detached: bool = False,
         priority: Any = 0,
         run_at: Any = None,
+        quiet: bool = False,
     ) -> NewTask:
         """The task to insert, or the `InvalidRequest` (422) saying what is wrong.
         `webhooks` only count in the request hash: the caller registers them."""
@@ -116,4 +117,5 @@ class NewTasks:
             trace_context=self.tracing.carrier(),  # the submitting request's span
             priority=priority,
             run_at=run_at,
+            quiet=quiet,
         )

@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.keys import ApiKeyStore
@@ -75,7 +76,9 @@ async def served(make_live: LiveFactory, profiles: Path) -> AsyncIterator[LiveSe
         yield live
 
 
-async def test_fastmcp_lists_the_profiles_and_calls_one(served: LiveServer) -> None:
+async def test_fastmcp_lists_the_profiles_and_calls_one(
+    served: LiveServer, db: AsyncEngine
+) -> None:
     async with fastmcp.Client(f"{served.url}/mcp") as client:
         assert client.protocol_version == "2026-07-28"
         tools = {t.name: t for t in await client.list_tools()}
@@ -94,6 +97,11 @@ async def test_fastmcp_lists_the_profiles_and_calls_one(served: LiveServer) -> N
         [task] = listed["tasks"]
         assert (task["agent"]["profile"], task["state"]) == ("analyst", "completed")
         assert task["result"] == {"answer": 42}
+        # MCP carries no live output: its tasks' model responses are not streamed.
+        async with db.connect() as conn:
+            query = text("SELECT quiet FROM tasks WHERE id = :id")
+            quiet = await conn.execute(query, {"id": task["id"]})
+        assert quiet.scalar_one() is True
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -229,6 +230,93 @@ async def stream_typed(client: httpx.AsyncClient, task_id: str, *types: str) -> 
         async for event in read_events(response):
             events.append(event)
     return events
+
+
+# -- quiet tasks: sent without a stream, streamed once a stream asks ---------------
+
+
+async def a2a_send(client: httpx.AsyncClient, *, wait: bool) -> dict[str, Any]:
+    """An A2A 1.0 `SendMessage` (no stream) of a new task on the fake provider."""
+    params = {
+        "message": {
+            "role": "ROLE_USER",
+            "messageId": str(uuid.uuid4()),
+            "parts": [{"text": "write"}],
+        },
+        "configuration": {"returnImmediately": not wait},
+        "metadata": {"model": MODEL},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+    response = await client.post("/a2a", json=body, headers={"A2A-Version": "1.0"})
+    assert response.status_code == 200, response.text
+    return response.json()["result"]["task"]  # type: ignore[no-any-return]
+
+
+async def quiet(engine: AsyncEngine, task_id: str) -> bool:
+    async with engine.connect() as conn:
+        query = text("SELECT quiet FROM tasks WHERE id = :id")
+        return bool((await conn.execute(query, {"id": task_id})).scalar_one())
+
+
+async def asked(engine: AsyncEngine, task_id: str) -> bool:
+    return not await quiet(engine, task_id)
+
+
+def streamed(fake: FakeOpenAI) -> list[bool]:
+    """Whether each request the provider got asked for a stream."""
+    return [bool(body.get("stream")) for body in fake.requests]
+
+
+async def test_a_task_sent_without_a_stream_is_not_streamed_and_a_rest_task_is(
+    make_live: LiveFactory, fake: FakeOpenAI, engine: AsyncEngine
+) -> None:
+    fake.queue(Reply(text=ANSWER, chunk_delay=0.01), Reply(text=ANSWER, chunk_delay=0.01))
+    async with two_replicas(make_live, fake) as (worker, _api):
+        sent = await a2a_send(worker, wait=True)
+        assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert sent["artifacts"][0]["parts"] == [{"text": ANSWER}]
+        rest = await submit(worker)
+        await stream(worker, rest["id"])
+    assert await quiet(engine, sent["id"])
+    assert not await quiet(engine, rest["id"])
+    assert streamed(fake) == [False, True]
+
+
+async def test_a_stream_asking_for_a_quiet_tasks_output_gets_its_next_response_streamed(
+    make_live: LiveFactory, fake: FakeOpenAI, engine: AsyncEngine
+) -> None:
+    progress = {"percent": 50, "note": "half way"}
+    fake.queue(
+        Reply(tool_calls=[("call_1", "report_progress", progress)], delay=0.5),
+        Reply(text=ANSWER, chunk_delay=0.02),
+    )
+    async with two_replicas(make_live, fake) as (worker, api):
+        sent = await a2a_send(worker, wait=False)
+        assert await quiet(engine, sent["id"])
+        await wait_for(lambda: fake.requests)  # its first model request is under way
+        events = await stream(api, sent["id"])  # on the replica without workers
+    assert not await quiet(engine, sent["id"])
+    assert streamed(fake) == [False, True]
+    # The response under way when the stream asked came whole; the next, token by token.
+    assert rebuild(events) == {(1, 3): {0: ANSWER}}
+    assert events[-1].json()["data"]["to"] == "completed"
+
+
+async def test_a_quiet_task_asked_for_before_its_claim_streams_its_first_response(
+    make_live: LiveFactory, fake: FakeOpenAI, engine: AsyncEngine
+) -> None:
+    fake.queue(Reply(text=ANSWER, chunk_delay=0.02))
+    async with (
+        make_live(**provider(fake, workers_enabled=False)) as api_only,
+        httpx.AsyncClient(base_url=api_only.url, timeout=30) as api,
+    ):
+        sent = await a2a_send(api, wait=False)  # nobody runs it yet
+        watching = asyncio.create_task(stream(api, sent["id"]))
+        await wait_for(lambda: asked(engine, sent["id"]))  # the stream asked
+        async with make_live(**provider(fake, workers_enabled=True)):
+            events = await asyncio.wait_for(watching, 30)
+    assert streamed(fake) == [True]
+    assert rebuild(events) == {(1, 1): {0: ANSWER}}
 
 
 # -- the worker's side, on the real database --------------------------------------

@@ -59,9 +59,11 @@ class A2AHandler:
         self.service = service
         self.tenant = tenant
 
-    async def deliver(self, request: SendRequest) -> Task:
+    async def deliver(self, request: SendRequest, *, quiet: bool = False) -> Task:
         """A message's task: a new one, or the task it names (answering its question,
-        or queued for its run: `inbox.TaskInbox`)."""
+        or queued for its run: `inbox.TaskInbox`). `quiet`: the sender does not stream,
+        so a new task's model responses are not streamed until a stream asks for them
+        (`Task.quiet`)."""
         message = request.message
         if message.role != "user":
             raise A2AError(
@@ -119,13 +121,14 @@ class A2AHandler:
             webhooks=[webhook_request(request.push)] if request.push is not None else (),
             priority=priority,
             run_at=run_at,
+            quiet=quiet,
         )
         return task
 
     async def send(self, request: SendRequest) -> View:
         """The message's task; when the request waits, once the task is finished or
         waits for input (or the wait cap has passed)."""
-        task = await self.deliver(request)
+        task = await self.deliver(request, quiet=True)  # no stream: its answer, or a poll
         if request.wait:
             task = await self.service.settle(task, self.service.settings.max_wait_seconds)
         return await self.view(task, request.history_length)

@@ -7,6 +7,8 @@ worker (LiveWriter) ─ flush, ≤ 1 per tick ─▶ one statement: task_live +=
 every process's event hub ◀── LISTEN ─────────┘
    └▶ live.LiveFeed ─▶ the streams following that task
 a stream opened mid-message ─▶ so_far(): task_live's text of the message in progress
+a stream opened on a quiet task ─▶ ask(): quiet = false, NOTIFY taskservice_live_asked
+   └▶ the worker running it streams its next model response (`worker/live_output.py`)
 ```
 
 A flush is one autocommit statement for every run of a process that has something
@@ -34,6 +36,7 @@ from taskservice.db.sql import Database, text_statement
 from taskservice.models import Delta
 
 DELTAS_CHANNEL = "taskservice_deltas"
+ASKED_CHANNEL = "taskservice_live_asked"  # payload: the task's id
 _MAX_PAYLOAD = 7000  # bytes; PostgreSQL refuses a payload of 8000 or more
 
 # One flush writes the pieces of every run of a process that has some (one per task
@@ -78,6 +81,16 @@ WHERE l.task_id = :p_task AND t.state = 'running' AND l.attempt = t.attempt
       SELECT 1 FROM task_messages m WHERE m.task_id = l.task_id AND m.position = l.position
   )
 ORDER BY l.position DESC, l.part
+""",
+    p_task=UUID(as_uuid=True),
+)
+
+# A stream asks for a quiet task's live output: from now on its model responses are
+# streamed (the flag, for the claims to come), and the worker running it hears so.
+_ASK = text_statement(
+    """
+UPDATE tasks SET quiet = false WHERE id = :p_task AND quiet
+RETURNING pg_notify('taskservice_live_asked', id::text)
 """,
     p_task=UUID(as_uuid=True),
 )
@@ -183,6 +196,10 @@ class LiveStore:
             for d in every
         ]
         await self.db.fetch(_FLUSH, {"p_parts": parts, "p_payloads": notices(every)})
+
+    async def ask(self, task_id: uuid.UUID) -> None:
+        """A stream wants the live output of `task_id`, a quiet task (`Task.quiet`)."""
+        await self.db.fetch(_ASK, {"p_task": task_id})
 
     async def so_far(self, task_id: uuid.UUID) -> list[Delta]:
         """The message in progress (if the task is running one): each part's text so

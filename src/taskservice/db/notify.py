@@ -21,6 +21,9 @@ that writes the row, so a notice exists exactly when its row committed.
 - `taskservice_deltas` (`db.live.DELTAS_CHANNEL`): live output, sent by the
   worker's flush statement itself (`db/live.py`), with the pieces in the payload;
   readers catch up from `task_live`.
+- `taskservice_live_asked` (`db.live.ASKED_CHANNEL`): a stream asked for the live
+  output of a quiet task (`db.live`, in the statement that clears `tasks.quiet`),
+  payload the task's id: the worker running it streams its next model response.
 
 A notice is a hint: readers catch up from the tables, so a lost one costs latency.
 """

@@ -51,6 +51,7 @@ def task_from_row(row: Row) -> Task:
         wake_at=row.get("wake_at"),
         lost_attempts=row.get("lost_attempts", max(row["attempt"] - 1, 0)),
         paid_slot=row.get("paid") or row.get("paid_slot"),
+        quiet=row.get("quiet", False),  # before migration 0019: none
     )
 
 
@@ -88,4 +89,5 @@ def pending_task(new: NewTask, row: Row) -> Task:
         priority=new.priority,
         run_at=row["run_at"],
         delayed=row["delayed"],
+        quiet=new.quiet,
     )

@@ -37,20 +37,20 @@ WITH r AS (
     FROM unnest(
         $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[],
         $7::text[], $8::text[], $9::text[], $10::int[], $11::float8[], $12::bool[],
-        $13::text[], $14::int[], $15::timestamptz[]
+        $13::text[], $14::int[], $15::timestamptz[], $16::bool[]
     ) AS r(id, tenant, input, agent, metadata, parent_id, context_id,
            idempotency_key, request_hash, max_attempts, timeout_seconds, detached,
-           trace_context, priority, run_at)
+           trace_context, priority, run_at, quiet)
 ), t AS (
     -- A task for later is `delayed` until the scheduler finds its time has come.
     INSERT INTO tasks (id, tenant, state, input, agent, metadata, parent_id, context_id,
                        idempotency_key, request_hash, max_attempts, timeout_seconds,
                        detached, trace_context, priority, run_at, delayed, wake_at,
-                       event_seq)
+                       quiet, event_seq)
     SELECT id, tenant, 'pending', input::jsonb, agent::jsonb, metadata::jsonb, parent_id,
            context_id, idempotency_key, request_hash, max_attempts, timeout_seconds,
            detached, trace_context::jsonb, priority, coalesce(run_at, now()),
-           coalesce(run_at > now(), false), CASE WHEN run_at > now() THEN run_at END, 1
+           coalesce(run_at > now(), false), CASE WHEN run_at > now() THEN run_at END, quiet, 1
     FROM r
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, tenant, created_at, run_at, delayed
@@ -75,6 +75,7 @@ _FIELDS = (
     "trace_context",
     "priority",
     "run_at",
+    "quiet",
 )
 _JSON_FIELDS = frozenset({"input", "agent", "metadata", "trace_context"})
 _NULLABLE_JSON = frozenset({"trace_context"})  # None is SQL NULL, not JSON null

@@ -77,6 +77,10 @@ tasks = Table(
     # The model request budget a throttled task reserved for its next request
     # (`worker/budget.py`): {keys, tokens, slot}; taken by the claim that resumes it.
     Column("paid_slot", JSONB),
+    # Submitted by a call that waits without a stream (A2A SendMessage, MCP): its
+    # model requests are not streamed until a stream asks for its live output
+    # (migration 0019).
+    Column("quiet", Boolean, nullable=False, server_default=text("false")),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with

@@ -158,6 +158,7 @@ def task_params(new: NewTask) -> dict[str, Any]:
         "trace_context": new.trace_context,
         "priority": new.priority,
         "run_at": new.run_at,
+        "quiet": new.quiet,
     }
 
 

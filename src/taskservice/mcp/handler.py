@@ -87,6 +87,7 @@ class MCPHandler:
             agent=name,
             context_id=context_id,
             metadata={"mcp": {"tool": name, **({"ttl_ms": ttl_ms} if ttl_ms else {})}},
+            quiet=True,  # MCP carries no live output: streamed once a stream asks
         )
         return task
 

@@ -5,7 +5,8 @@ happen (fenced by the lease), and between steps the run is handed the follow-ups
 queued for the task; the outcome itself is written by the pool, which runs the
 agent again on the same conversation when follow-ups arrived as it completed.
 A model that can stream is streamed, its deltas handed to the process's live writer
-(`worker/live_output.py`), which sends them to every replica's streams.
+(`worker/live_output.py`), which sends them to every replica's streams; a quiet
+task's are not, until a stream asks for them.
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ class Executor:
         history, settled = await ledger.resume_state()
         live = None
         if self.live is not None and streams(agent):
-            live = self.live.output(task_id=task.id, attempt=ledger.lease.attempt)
+            live = self.live.output(task_id=task.id, attempt=ledger.lease.attempt, quiet=task.quiet)
         gate = None
         if self.budgets is not None:
             gate = RunGate(self.budgets, model=task.agent.model, paid=task.paid_slot)
@@ -171,7 +172,11 @@ class Executor:
                         async for node in run:
                             await ledger.sync(run.all_messages(), run.usage)
                             await ledger.deliver(run)
-                            if live is not None and Agent.is_model_request_node(node):
+                            if (
+                                live is not None
+                                and not live.quiet  # a quiet task's: nobody to stream to
+                                and Agent.is_model_request_node(node)
+                            ):
                                 await _streamed(node, run, live)
                     except (AgentRunError, UserError):
                         # What the run said before it failed is recorded too. (Not

@@ -15,6 +15,12 @@ Each run sends at most one delta an interval, as soon as the writer's next tick
 after its interval: a model writing more slowly than that has each token on its way
 within a tick, one writing faster has its tokens coalesced, an interval apart.
 
+A quiet task's run (`Task.quiet`: submitted by a call that waits without a stream)
+is not streamed at all, until a stream asks for its live output: the ask reaches
+every process (`QuietRuns`, on `db.live.ASKED_CHANNEL`) and its next model response
+is streamed. Streaming costs a run about a fifth more CPU, for nobody when nobody
+follows.
+
 A response that completes within its first tick sends no deltas at all: its
 complete message (persisted by the ledger a moment later) says it all, and an
 instant model costs no extra statement. Once a response has sent a delta it sends
@@ -33,6 +39,7 @@ import json
 import logging
 import math
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from pydantic_ai.messages import (
@@ -72,6 +79,47 @@ def _args_text(args: object) -> str:
     return args if isinstance(args, str) else json.dumps(args, default=str)
 
 
+class QuietRuns:
+    """The runs of quiet tasks in this process, to be told when a stream asks for a
+    task's live output (the hub hands it the `db.live.ASKED_CHANNEL` notices). The
+    asks heard lately are remembered too: one heard between the claim that read the
+    task quiet and the start of its run still counts."""
+
+    def __init__(self, remember: int = 4096) -> None:
+        self._runs: dict[uuid.UUID, LiveOutput] = {}
+        self._asked: OrderedDict[uuid.UUID, None] = OrderedDict()
+        self._remember = remember
+
+    def heard(self, payload: str) -> None:
+        try:
+            task_id = uuid.UUID(payload)
+        except ValueError:
+            return
+        self._asked[task_id] = None
+        self._asked.move_to_end(task_id)
+        if len(self._asked) > self._remember:
+            self._asked.popitem(last=False)
+        output = self._runs.pop(task_id, None)
+        if output is not None:
+            output.quiet = False
+
+    def all_asked(self) -> None:
+        """Asks may have been lost (the hub reconnected): every run here streams."""
+        for output in self._runs.values():
+            output.quiet = False
+        self._runs.clear()
+
+    def add(self, output: LiveOutput) -> None:
+        if output.task_id in self._asked:
+            output.quiet = False
+        else:
+            self._runs[output.task_id] = output
+
+    def discard(self, output: LiveOutput) -> None:
+        if self._runs.get(output.task_id) is output:
+            del self._runs[output.task_id]
+
+
 class LiveWriter:
     """The process's writer of live output: at most one flush per tick (a quarter
     `interval`), of every run's pieces that are due (a run at most once an interval);
@@ -79,9 +127,14 @@ class LiveWriter:
     module docstring). It is the only writer of the process's live output, so a
     run's pieces are written in order."""
 
-    def __init__(self, store: LiveStore, *, interval: float) -> None:
+    def __init__(
+        self, store: LiveStore, *, interval: float, quiet: QuietRuns | None = None
+    ) -> None:
+        """`quiet`: where the runs of quiet tasks learn that a stream asked for their
+        output (None: a quiet task stays unstreamed for the rest of its run)."""
         self.store = store
         self.interval = interval
+        self.quiet = quiet
         self.tick = interval / 4
         self._due: dict[LiveOutput, None] = {}  # runs with something to send, in order
         self._ending: dict[LiveOutput, asyncio.Future[None]] = {}  # responses that ended
@@ -90,11 +143,16 @@ class LiveWriter:
         self._runner: asyncio.Task[None] | None = None
         self.flushes = 0
 
-    def output(self, *, task_id: uuid.UUID, attempt: int) -> LiveOutput:
-        """A run's live output; the writer starts with the first."""
+    def output(self, *, task_id: uuid.UUID, attempt: int, quiet: bool = False) -> LiveOutput:
+        """A run's live output (`quiet`: not streamed until a stream asks for it); the
+        writer starts with the first."""
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run(), name="live-writer")
-        return LiveOutput(self, task_id=task_id, attempt=attempt)
+        output = LiveOutput(self, task_id=task_id, attempt=attempt)
+        if quiet and self.quiet is not None:
+            output.quiet = True
+            self.quiet.add(output)
+        return output
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -179,6 +237,7 @@ class LiveOutput:
         "_position",
         "attempt",
         "broken",
+        "quiet",
         "ready_at",
         "sent_at",
         "started",
@@ -197,6 +256,7 @@ class LiveOutput:
         self.sent_at = -math.inf  # when its last delta was taken
         self.started = False  # this response has sent a delta
         self.broken = False  # a flush of this response failed
+        self.quiet = False  # its model responses are not streamed (`QuietRuns`)
 
     def begin(self, position: int) -> None:
         """A model response starts; it will be message `position`."""
@@ -290,4 +350,6 @@ class LiveOutput:
         """The run stopped: nothing more is sent. (The rows left in `task_live` are
         the reaper's to sweep once the task is no longer running this attempt.)"""
         self.writer.forget(self)
+        if self.writer.quiet is not None:
+            self.writer.quiet.discard(self)
         self._parts.clear()
