@@ -103,20 +103,29 @@ async def allow_any_state(conn: Any) -> None:
     await conn.exec_driver_sql("SET LOCAL taskservice.test_setup = 'on'")
 
 
+@asynccontextmanager
+async def fresh_database(server_url: str, prefix: str) -> AsyncIterator[str]:
+    """A database of its own on the server, migrated to head; dropped afterwards."""
+    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(3)}"
+    await admin_execute(server_url, f'CREATE DATABASE "{name}"')
+    try:
+        url = with_database(server_url, name)
+        await migrate.upgrade(url)
+        yield url
+    finally:
+        await admin_execute(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 async def database_url(server_url: str) -> AsyncIterator[str]:
-    name = f"taskservice_test_{os.getpid()}_{secrets.token_hex(3)}"
-    await admin_execute(server_url, f'CREATE DATABASE "{name}"')
-    url = with_database(server_url, name)
-    await migrate.upgrade(url)
-    dsn, kwargs = asyncpg_dsn(url)
-    conn = await asyncpg.connect(dsn, **kwargs)
-    try:
-        await conn.execute(TRANSITION_GUARD)
-    finally:
-        await conn.close()
-    yield url
-    await admin_execute(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with fresh_database(server_url, "taskservice_test") as url:
+        dsn, kwargs = asyncpg_dsn(url)
+        conn = await asyncpg.connect(dsn, **kwargs)
+        try:
+            await conn.execute(TRANSITION_GUARD)
+        finally:
+            await conn.close()
+        yield url
 
 
 @pytest.fixture(scope="session")

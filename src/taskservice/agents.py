@@ -57,6 +57,13 @@ from taskservice.rate_limits import (
     budget_keys,
     estimate_tokens,
 )
+from taskservice.remote_agents import (
+    A2A_KIND,
+    REMOTE_KEYS,
+    RemoteAgent,
+    RemoteAgentError,
+    parse_remote,
+)
 from taskservice.settings import OFFLINE_MODEL, Settings
 from taskservice.tools import (
     BUILTIN_TOOLS,
@@ -262,9 +269,12 @@ class AgentProfile:
     output: Output = "text"
     description: str = ""
     mcp_servers: tuple[McpServer, ...] = ()  # whose tools it gets too (`agent_mcp`)
+    remote: RemoteAgent | None = None  # kind `a2a`: its tasks are delegated there
 
 
 _PROFILE_KEYS = {
+    "kind",
+    *REMOTE_KEYS,
     "system_prompt",
     "model",
     "tools",
@@ -311,6 +321,14 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
             unknown = set(spec) - _PROFILE_KEYS if isinstance(spec, dict) else spec
             raise ProfileError(f"profile {name!r}: unknown keys {unknown}")
         base = profiles.get(name, default)
+        kind = spec.get("kind", "local")
+        if kind not in ("local", A2A_KIND):
+            raise ProfileError(f"profile {name!r}: kind must be 'local' or 'a2a'")
+        if kind == A2A_KIND:
+            profiles[name] = _remote_profile(name, spec)
+            continue
+        if set(spec) & REMOTE_KEYS:
+            raise ProfileError(f"profile {name!r}: {sorted(REMOTE_KEYS)} need kind 'a2a'")
         profiles[name] = AgentProfile(
             name=name,
             system_prompt=str(spec.get("system_prompt", base.system_prompt)),
@@ -328,6 +346,25 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
         if profile.request_limit < 1:
             raise ProfileError(f"profile {profile.name!r}: request_limit must be at least 1")
     return profiles
+
+
+def _remote_profile(name: str, spec: dict[str, Any]) -> AgentProfile:
+    """A profile whose tasks are delegated to a remote A2A agent: no model, prompt
+    or tools of its own."""
+    local_only = set(spec) - REMOTE_KEYS - {"kind", "description"}
+    if local_only:
+        raise ProfileError(f"profile {name!r}: kind 'a2a' takes no {sorted(local_only)}")
+    try:
+        remote = parse_remote(name, spec)
+    except RemoteAgentError as exc:
+        raise ProfileError(str(exc)) from exc
+    return AgentProfile(
+        name=name,
+        system_prompt="",
+        model=f"a2a:{remote.card_url}",
+        description=str(spec.get("description", "")),
+        remote=remote,
+    )
 
 
 def _servers(profile: str, raw: Any) -> tuple[McpServer, ...]:

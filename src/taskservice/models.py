@@ -101,6 +101,8 @@ class Task:
     # Its model requests are not streamed (no live output) until a stream asks for
     # its deltas: submitted by a call that waits without a stream (`live.LiveFeed`).
     quiet: bool = False
+    # Delegated to a remote A2A agent: {agent, message_id, task_id} (`worker/delegation.py`).
+    remote: dict[str, Any] | None = None
 
     @property
     def questions(self) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ from taskservice.tools import ToolFunction
 from taskservice.tracing import Tracing
 from taskservice.webhooks.dispatcher import Dispatcher, PushFormats
 from taskservice.webhooks.subscriptions import WebhookService
+from taskservice.worker.delegation import Delegator
 from taskservice.worker.executor import Executor
 from taskservice.worker.live_output import LiveWriter, QuietRuns
 from taskservice.worker.pool import WorkerPool
@@ -218,7 +219,9 @@ class Runtime:
                     service=service,
                     leases=LeaseStore(db),
                     ledger=ledger,
-                    executor=Executor(catalog, live=writer, budgets=budgets),
+                    executor=Executor(
+                        catalog, live=writer, budgets=budgets, delegator=Delegator(settings)
+                    ),
                     hub=hub,
                     settings=settings,
                     database_url=url,

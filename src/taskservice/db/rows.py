@@ -52,6 +52,7 @@ def task_from_row(row: Row) -> Task:
         lost_attempts=row.get("lost_attempts", max(row["attempt"] - 1, 0)),
         paid_slot=row.get("paid") or row.get("paid_slot"),
         quiet=row.get("quiet", False),  # before migration 0019: none
+        remote=row.get("remote"),
     )
 
 

@@ -124,6 +124,14 @@ _APPEND_EVENTS = Statement(
     text(f"WITH {_FENCED_TASK}, {BATCH_EVENTS} SELECT count(*) AS n FROM t").bindparams(*_BINDS)
 )
 
+# A delegated task's remote state (`tasks.remote`), with the events saying so.
+_NOTE_REMOTE = Statement(
+    text(
+        f"WITH {event_batch(where=_FENCE, changes='remote = :p_remote,')}, {BATCH_EVENTS} "
+        "SELECT count(*) AS n FROM t"
+    ).bindparams(*_FENCE_BINDS, bindparam("p_remote", type_=JSONB))
+)
+
 # Events for a task whoever holds it, as long as it is not finished (a subtask's
 # news for its parent, which may be running elsewhere or parked).
 _LIVE = "id = :p_id AND state NOT IN ('completed', 'failed', 'cancelled')"
@@ -292,6 +300,19 @@ class LedgerStore:
         self, task_id: uuid.UUID, *, lease: Lease, events: Sequence[dict[str, Any]]
     ) -> bool:
         return await self._written(_APPEND_EVENTS, self._fence(task_id, lease, events, None))
+
+    async def note_remote(
+        self,
+        task_id: uuid.UUID,
+        *,
+        lease: Lease,
+        remote: dict[str, Any],
+        events: Sequence[dict[str, Any]],
+    ) -> bool:
+        """Where a delegated task stands on its remote agent, and `events` saying so."""
+        params = {**self._fence(task_id, lease, events, None), "p_remote": remote}
+        params.pop("p_usage")
+        return await self._written(_NOTE_REMOTE, params)
 
     async def append_to_live(self, task_id: uuid.UUID, events: Sequence[dict[str, Any]]) -> bool:
         """Append events to a task that has not finished, whoever runs it. False: it

@@ -81,6 +81,9 @@ tasks = Table(
     # model requests are not streamed until a stream asks for its live output
     # (migration 0019).
     Column("quiet", Boolean, nullable=False, server_default=text("false")),
+    # Delegated to a remote A2A agent (an `a2a` profile): {agent, message_id, task_id}
+    # of the remote task, the message id written before it is sent (migration 0020).
+    Column("remote", JSONB),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with

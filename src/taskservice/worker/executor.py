@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
@@ -37,6 +37,9 @@ from taskservice.tools import ASK_USER, WAIT_FOR_SUBTASKS, current_run
 from taskservice.worker.budget import RunGate
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput, LiveWriter
+
+if TYPE_CHECKING:
+    from taskservice.worker.delegation import Delegator
 
 log = logging.getLogger(__name__)
 
@@ -135,18 +138,26 @@ class Executor:
         *,
         live: LiveWriter | None = None,
         budgets: BudgetStore | None = None,
+        delegator: Delegator | None = None,
     ) -> None:
         """`budgets`: where rate limited model requests take their slots (None: as
-        if no rate limits were configured)."""
+        if no rate limits were configured); `delegator`: runs the tasks of `a2a`
+        profiles (None: they fail, saying delegation is not available here)."""
         self.catalog = catalog
         self.live = live
         self.budgets = budgets
+        self.delegator = delegator
 
     async def run(self, task: Task, ledger: RunLedger) -> Outcome:
         profile = self.catalog.profile(task.agent.profile)
         if profile is None:
             message = f"agent profile {task.agent.profile!r} no longer exists"
             return Failed({"type": "configuration_error", "message": message}, ledger.usage)
+        if profile.remote is not None:  # delegated to a remote A2A agent
+            if self.delegator is None:
+                message = "delegation to remote A2A agents is not available in this worker"
+                return Failed({"type": "configuration_error", "message": message}, ledger.usage)
+            return await self.delegator.run(task, ledger, profile.remote)
         try:
             agent = self.catalog.build(task.agent)
         except UserError as exc:  # e.g. an unknown provider or a missing API key

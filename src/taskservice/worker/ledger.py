@@ -372,6 +372,15 @@ class RunLedger(RunHooks):
             {"messages": [], "calls": [], "events": [self.store.log_event(level, message)]},
         )
 
+    async def note_remote(self, remote: dict[str, Any], line: str) -> None:
+        """Record where the task stands on the remote agent it was delegated to
+        (`Task.remote`), with an `info` line saying so."""
+        events = [self.store.log_event("info", line)]
+        written = await self.store.note_remote(
+            self.task.id, lease=self.lease, remote=remote, events=events
+        )
+        self._check(written)
+
     async def _write(self, events: list[dict[str, Any]]) -> None:
         self._check(await self.store.append_events(self.task.id, lease=self.lease, events=events))
 

@@ -1,0 +1,230 @@
+"""Delegation: a task on an `a2a` profile (`remote_agents`) is run by a remote A2A
+agent, spoken to with the official A2A SDK's client (the version and binding its
+card says), and followed until it settles.
+
+```
+claim ─▶ message id in tasks.remote (fenced) ─▶ SendMessage (returnImmediately)
+      ─▶ the remote task's id in tasks.remote ─▶ GetTask, every 0.25 → 2 s ─▶ outcome
+a later claim (the worker died, or was stopped) ─▶ the same remote task, followed again
+```
+
+The message id is written before the message is sent, so a worker that dies between
+the two is followed by one that sends the *same* message again, which an A2A agent
+recognises as a retry (taskservice answers with the task it created); once the
+remote answered, its task's id is written and every later claim follows that task.
+The remote never gets the message twice as a new task.
+
+The remote's outcome becomes this task's: `completed` with its artifacts' text (or
+its final message's) as the result, the conversation recorded as for a local run;
+`failed`, `rejected` or `canceled` as a failure carrying the remote's message. A
+transport error is retried with backoff (the task's timeout bounds the whole
+delegation); the card's URL and every URL called are checked like webhook targets
+(`webhooks.targets`: https unless allowed, no internal address unless allow-listed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
+
+import httpx
+from a2a.client import Client, ClientConfig, create_client
+from a2a.client.card_resolver import parse_agent_card
+from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
+from a2a.types import Task as RemoteTask
+from a2a.types import TaskState as RemoteState
+from a2a.utils.errors import A2AError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    UserPromptPart,
+)
+from pydantic_ai.usage import RunUsage
+
+from taskservice.content import as_text
+from taskservice.models import Task
+from taskservice.remote_agents import RemoteAgent
+from taskservice.settings import Settings
+from taskservice.webhooks.targets import AllowList, UnsafeTarget, resolve
+from taskservice.worker.executor import Completed, Ended, Failed
+from taskservice.worker.ledger import RunLedger
+
+log = logging.getLogger(__name__)
+
+_FIRST_POLL = 0.25  # seconds; doubled after each poll that found it unsettled …
+_LAST_POLL = 2.0  # … up to this
+_TRANSPORT_RETRIES = 5  # a send or a poll that got no answer, tried again with backoff
+_FAILED = {
+    RemoteState.TASK_STATE_FAILED: "remote_failed",
+    RemoteState.TASK_STATE_REJECTED: "remote_rejected",
+    RemoteState.TASK_STATE_CANCELED: "remote_cancelled",
+}
+_WAITING = {RemoteState.TASK_STATE_INPUT_REQUIRED, RemoteState.TASK_STATE_AUTH_REQUIRED}
+
+
+class RemoteError(Exception):
+    """The remote agent cannot be reached or refused the call (the task fails)."""
+
+
+def _text(parts: Any) -> str:
+    return "\n".join(part.text for part in parts if part.text)
+
+
+def _status_text(task: RemoteTask) -> str:
+    return _text(task.status.message.parts) if task.status.HasField("message") else ""
+
+
+def _state_name(state: int) -> str:
+    return str(RemoteState.Name(state)).removeprefix("TASK_STATE_").lower()
+
+
+class Delegator:
+    """Runs delegated tasks (see the module docstring)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.allow = AllowList.parse(settings.webhook_allow_targets)
+        self.allow_http = settings.webhook_allow_http
+
+    async def run(self, task: Task, ledger: RunLedger, agent: RemoteAgent) -> Ended:
+        try:
+            async with self._client(agent) as client:
+                remote = await self._remote_task(task, ledger, agent, client)
+                if isinstance(remote, str):  # answered at once with a message
+                    return await self._completed(task, ledger, remote)
+                remote = await self._until_settled(client, remote)
+        except (RemoteError, UnsafeTarget) as exc:
+            return Failed({"type": "remote_unavailable", "message": str(exc)}, ledger.usage)
+        state = remote.status.state
+        if state == RemoteState.TASK_STATE_COMPLETED:
+            result = _text(p for artifact in remote.artifacts for p in artifact.parts)
+            return await self._completed(task, ledger, result or _status_text(remote))
+        said = _status_text(remote)
+        if state in _WAITING:
+            message = (
+                f"the remote agent's task {remote.id} asks for input ({said or 'no question'}),"
+                " which delegation does not forward yet"
+            )
+            return Failed({"type": "remote_input_required", "message": message}, ledger.usage)
+        error = {
+            "type": _FAILED.get(state, "remote_failed"),
+            "message": f"the remote agent's task {remote.id} ended {_state_name(state)}"
+            + (f": {said}" if said else ""),
+            "remote_task_id": remote.id,
+        }
+        return Failed(error, ledger.usage)
+
+    async def _remote_task(
+        self, task: Task, ledger: RunLedger, agent: RemoteAgent, client: Client
+    ) -> RemoteTask | str:
+        """The remote task this task was delegated to (sending the message unless a
+        claim before this one got its id), or the remote's answer when it answered
+        with a message and no task."""
+        state = dict(task.remote or {})
+        if "task_id" in state:
+            followed: RemoteTask = await self._retried(
+                partial(client.get_task, GetTaskRequest(id=state["task_id"]))
+            )
+            return followed
+        if "message_id" not in state:
+            # Written before sending: a worker that dies after the send is followed
+            # by one that sends this same message, not a new one.
+            state = {"agent": agent.card_url, "message_id": f"{task.id}:{ledger.lease.attempt}"}
+            await ledger.note_remote(state, f"delegating to the A2A agent at {agent.card_url}")
+        message = Message(
+            message_id=state["message_id"],
+            role=Role.ROLE_USER,
+            parts=[Part(text=as_text(task.input))],
+        )
+        if agent.skill:
+            message.metadata.update({"skill": agent.skill})
+        request = SendMessageRequest(message=message)
+        request.configuration.return_immediately = True
+        answers = await self._retried(lambda: _collect(client, request))
+        for answer in answers:
+            if answer.HasField("task"):
+                remote: RemoteTask = answer.task
+                state["task_id"] = remote.id
+                line = f"delegated to remote task {remote.id} ({_state_name(remote.status.state)})"
+                await ledger.note_remote(state, line)
+                return remote
+            if answer.HasField("message"):
+                return _text(answer.message.parts)
+        raise RemoteError("the remote agent answered the message with neither a task nor a message")
+
+    async def _until_settled(self, client: Client, remote: RemoteTask) -> RemoteTask:
+        delay = _FIRST_POLL
+        while remote.status.state not in _FAILED and remote.status.state not in (
+            RemoteState.TASK_STATE_COMPLETED,
+            *_WAITING,
+        ):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _LAST_POLL)
+            remote = await self._retried(partial(client.get_task, GetTaskRequest(id=remote.id)))
+        return remote
+
+    async def _completed(self, task: Task, ledger: RunLedger, result: str) -> Completed:
+        """The remote's answer as this task's result, and its conversation recorded
+        as a local run's would be."""
+        conversation: list[ModelMessage] = [
+            ModelRequest(parts=[UserPromptPart(as_text(task.input))]),
+            ModelResponse(parts=[TextPart(result)], model_name=task.agent.model),
+        ]
+        await ledger.sync(conversation, RunUsage(), final=True)
+        return Completed(result, ledger.usage)
+
+    async def _retried(self, call: Any) -> Any:
+        """`call()`, tried again with backoff while the remote cannot be reached (the
+        SDK says so with the transport's error as the cause)."""
+        delay = 0.2
+        for attempt in range(_TRANSPORT_RETRIES + 1):
+            try:
+                return await call()
+            except (httpx.TransportError, A2AError) as exc:
+                unreachable = isinstance(exc, httpx.TransportError) or isinstance(
+                    exc.__cause__, httpx.TransportError
+                )
+                if not unreachable:
+                    raise RemoteError(f"the remote agent refused the call: {exc}") from exc
+                if attempt == _TRANSPORT_RETRIES:
+                    raise RemoteError(f"the remote agent cannot be reached: {exc}") from exc
+                log.info("remote agent unreachable (%s); trying again in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable")
+
+    @asynccontextmanager
+    async def _client(self, agent: RemoteAgent) -> AsyncIterator[Client]:
+        """The SDK's client for the agent, from its card (read for each delegation:
+        a card that changed holds at once), every request's URL checked first."""
+        headers = {"Authorization": f"Bearer {token}"} if (token := agent.token()) else {}
+
+        async def checked(request: httpx.Request) -> None:
+            await resolve(str(request.url), allow=self.allow, allow_http=self.allow_http)
+
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(30, connect=10),
+            headers=headers,
+            event_hooks={"request": [checked]},
+        ) as http:
+            try:
+                response = await self._retried(lambda: http.get(agent.card))
+                response.raise_for_status()
+                card = parse_agent_card(response.json())
+            except (httpx.HTTPStatusError, ValueError) as exc:
+                raise RemoteError(f"cannot read the agent card at {agent.card}: {exc}") from exc
+            config = ClientConfig(streaming=False, httpx_client=http)
+            client = await create_client(card, client_config=config)
+            try:
+                yield client
+            finally:
+                await client.close()
+
+
+async def _collect(client: Client, request: SendMessageRequest) -> list[Any]:
+    return [answer async for answer in client.send_message(request)]

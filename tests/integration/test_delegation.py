@@ -1,0 +1,226 @@
+"""Delegation to a remote A2A agent, over real HTTP: the remote is a second
+taskservice, on a database of its own, which the official A2A SDK's client reads
+from its card; the delegating worker writes where it stands in `tasks.remote`, so a
+later claim follows the same remote task and the remote gets the message once."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.conftest import LiveFactory, fresh_database, wait_for
+
+INPUT = "Summarise what durable delegation means."
+
+
+@pytest.fixture(scope="session")
+async def remote_database_url(server_url: str) -> AsyncIterator[str]:
+    """The remote service's own database (its tasks are not the delegator's)."""
+    async with fresh_database(server_url, "taskservice_remote") as url:
+        yield url
+
+
+def agents_file(tmp_path: Path, card_url: str) -> str:
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        f'[agents.helper]\nkind = "a2a"\ncard_url = "{card_url}"\n'
+        'description = "the other service"\n'
+    )
+    return str(path)
+
+
+def delegating(tmp_path: Path, remote_url: str) -> dict[str, Any]:
+    """Settings of the delegating service: the remote on loopback is allowed."""
+    return {
+        "workers_enabled": True,
+        "agents_file": agents_file(tmp_path, remote_url),
+        "webhook_allow_http": True,
+        "webhook_allow_targets": ["127.0.0.1/32"],
+    }
+
+
+async def remote_tasks(remote: httpx.AsyncClient, text_: str) -> list[dict[str, Any]]:
+    listed = (await remote.get("/v1/tasks", params={"limit": 100})).json()["tasks"]
+    return [t for t in listed if t["input"] == text_]
+
+
+async def remote_state(engine: AsyncEngine, task_id: str) -> dict[str, Any] | None:
+    async with engine.connect() as conn:
+        query = text("SELECT remote FROM tasks WHERE id = :id")
+        value: dict[str, Any] | None = (await conn.execute(query, {"id": task_id})).scalar_one()
+        return value
+
+
+async def finished(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+    async def done() -> dict[str, Any] | None:
+        task: dict[str, Any] = (await client.get(f"/v1/tasks/{task_id}")).json()
+        return task if task["state"] in ("completed", "failed", "cancelled") else None
+
+    result: dict[str, Any] = await wait_for(done, timeout=30, interval=0.1)
+    return result
+
+
+async def test_a_delegated_task_completes_with_the_remote_agents_answer(
+    make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
+) -> None:
+    text_ = f"{INPUT} ({uuid.uuid4()})"
+    async with (
+        make_live(database_url=remote_database_url, workers_enabled=True) as remote_server,
+        make_live(**delegating(tmp_path, remote_server.url)) as ours_server,
+        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
+        assert submitted.status_code == 201, submitted.text
+        task = await finished(ours, submitted.json()["id"])
+        [theirs] = await remote_tasks(remote, text_)
+        messages = (await ours.get(f"/v1/tasks/{task['id']}/messages")).json()["messages"]
+        logs = (await ours.get(f"/v1/tasks/{task['id']}/events", params={"type": "log"})).json()
+    assert task["state"] == "completed", task
+    assert theirs["state"] == "completed"
+    assert task["result"] == theirs["result"]
+    assert await remote_state(engine, task["id"]) == {
+        "agent": remote_server.url,
+        "message_id": f"{task['id']}:1",
+        "task_id": theirs["id"],
+    }
+    assert [m["kind"] for m in messages] == ["request", "response"]
+    lines = [e["data"]["message"] for e in logs["events"]]
+    assert lines[0] == f"delegating to the A2A agent at {remote_server.url}"
+    assert lines[1].startswith(f"delegated to remote task {theirs['id']}")
+
+
+async def test_a_later_claim_follows_the_same_remote_task(
+    make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
+) -> None:
+    """The delegating service stops while the remote task waits (its task is
+    released); the next claim follows that remote task and sends nothing."""
+    text_ = f"{INPUT} ({uuid.uuid4()})"
+    async with (
+        make_live(database_url=remote_database_url, workers_enabled=False) as remote_api,
+        httpx.AsyncClient(base_url=remote_api.url, timeout=30) as remote,
+    ):
+        settings = delegating(tmp_path, remote_api.url) | {"shutdown_grace_seconds": 0}
+        async with (
+            make_live(**settings) as first,
+            httpx.AsyncClient(base_url=first.url, timeout=30) as ours,
+        ):
+            submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
+            task_id = submitted.json()["id"]
+            state = await wait_for(lambda: _with_task_id(engine, task_id))
+        # The remote's workers start, and the delegating service comes back.
+        async with (
+            make_live(database_url=remote_database_url, workers_enabled=True),
+            make_live(**settings) as second,
+            httpx.AsyncClient(base_url=second.url, timeout=30) as ours,
+        ):
+            task = await finished(ours, task_id)
+            theirs = await remote_tasks(remote, text_)
+            logs = (await ours.get(f"/v1/tasks/{task_id}/events", params={"type": "log"})).json()
+    assert task["state"] == "completed", task
+    assert [t["id"] for t in theirs] == [state["task_id"]]  # one remote task
+    assert task["attempt"] == 2
+    assert await remote_state(engine, task_id) == state
+    # The second claim followed the remote task: it neither sent nor noted anything.
+    lines = [e["data"]["message"] for e in logs["events"]]
+    assert sum(line.startswith("delegat") for line in lines) == 2, lines
+
+
+async def _with_task_id(engine: AsyncEngine, task_id: str) -> dict[str, Any] | None:
+    state = await remote_state(engine, task_id)
+    return state if state and "task_id" in state else None
+
+
+async def test_a_message_sent_before_a_crash_is_sent_again_as_the_same_message(
+    make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
+) -> None:
+    """A worker died between writing the message id and learning the remote task:
+    the next claim sends the same message, which the remote recognises."""
+    text_ = f"{INPUT} ({uuid.uuid4()})"
+    async with (
+        make_live(database_url=remote_database_url, workers_enabled=True) as remote_server,
+        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
+    ):
+        settings = delegating(tmp_path, remote_server.url)
+        async with make_live(**(settings | {"workers_enabled": False})) as api:
+            async with httpx.AsyncClient(base_url=api.url, timeout=30) as ours:
+                submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
+            task_id = submitted.json()["id"]
+        # What the dead worker did: its message id written, its message sent.
+        message_id = f"{task_id}:1"
+        async with engine.begin() as conn:
+            remote_json = {"agent": remote_server.url, "message_id": message_id}
+            await conn.execute(
+                text("UPDATE tasks SET remote = CAST(:r AS jsonb), attempt = 1 WHERE id = :id"),
+                {"r": json.dumps(remote_json), "id": task_id},
+            )
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "role": "ROLE_USER",
+                    "messageId": message_id,
+                    "parts": [{"text": text_}],
+                },
+                "configuration": {"returnImmediately": True},
+            },
+        }
+        sent = await remote.post("/a2a", json=body, headers={"A2A-Version": "1.0"})
+        first_send = sent.json()["result"]["task"]["id"]
+        async with (
+            make_live(**settings) as worker,
+            httpx.AsyncClient(base_url=worker.url, timeout=30) as ours,
+        ):
+            task = await finished(ours, task_id)
+        theirs = await remote_tasks(remote, text_)
+    assert task["state"] == "completed", task
+    assert [t["id"] for t in theirs] == [first_send]
+    assert (await remote_state(engine, task_id) or {})["task_id"] == first_send
+
+
+async def test_a_failed_remote_task_fails_the_delegated_one_with_its_message(
+    make_live: LiveFactory, remote_database_url: str, tmp_path: Path
+) -> None:
+    async with (
+        make_live(
+            database_url=remote_database_url,
+            workers_enabled=True,
+            default_model="offline:5",
+            task_timeout_seconds=0.3,
+        ) as remote_server,
+        make_live(**delegating(tmp_path, remote_server.url)) as ours_server,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
+        task = await finished(ours, submitted.json()["id"])
+    assert task["state"] == "failed"
+    assert task["error"]["type"] == "remote_failed"
+    assert "timeout" in task["error"]["message"], task["error"]
+
+
+async def test_a_remote_on_an_internal_address_is_refused_unless_allowed(
+    make_live: LiveFactory, remote_database_url: str, tmp_path: Path
+) -> None:
+    async with (
+        make_live(database_url=remote_database_url) as remote_server,
+        make_live(
+            **(delegating(tmp_path, remote_server.url) | {"webhook_allow_targets": []})
+        ) as ours_server,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
+        task = await finished(ours, submitted.json()["id"])
+    assert task["state"] == "failed"
+    assert task["error"]["type"] == "remote_unavailable"
+    assert "127.0.0.1" in task["error"]["message"]
+    assert "loopback" in task["error"]["message"]
