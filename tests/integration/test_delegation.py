@@ -224,3 +224,24 @@ async def test_a_remote_on_an_internal_address_is_refused_unless_allowed(
     assert task["error"]["type"] == "remote_unavailable"
     assert "127.0.0.1" in task["error"]["message"]
     assert "loopback" in task["error"]["message"]
+
+
+async def test_cancelling_a_delegated_task_cancels_the_remote_one(
+    make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
+) -> None:
+    text_ = f"{INPUT} ({uuid.uuid4()})"
+    async with (
+        make_live(
+            database_url=remote_database_url, workers_enabled=True, default_model="offline:20"
+        ) as remote_server,
+        make_live(**delegating(tmp_path, remote_server.url)) as ours_server,
+        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
+        task_id = submitted.json()["id"]
+        state = await wait_for(lambda: _with_task_id(engine, task_id))
+        cancelled = await ours.post(f"/v1/tasks/{task_id}/cancel", json={"reason": "not needed"})
+        assert cancelled.status_code == 200, cancelled.text
+        theirs = await finished(remote, state["task_id"])
+    assert theirs["state"] == "cancelled"

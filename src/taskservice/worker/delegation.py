@@ -14,6 +14,10 @@ recognises as a retry (taskservice answers with the task it created); once the
 remote answered, its task's id is written and every later claim follows that task.
 The remote never gets the message twice as a new task.
 
+Cancelling the task cancels the remote task (`CancelTask`, best effort, once the
+run knows its id); a run stopped for any other reason (shutdown, a lost lease)
+leaves it running, for the next claim to follow.
+
 The remote's outcome becomes this task's: `completed` with its artifacts' text (or
 its final message's) as the result, the conversation recorded as for a local run;
 `failed`, `rejected` or `canceled` as a failure carrying the remote's message. A
@@ -34,7 +38,14 @@ from typing import Any
 import httpx
 from a2a.client import Client, ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+)
 from a2a.types import Task as RemoteTask
 from a2a.types import TaskState as RemoteState
 from a2a.utils.errors import A2AError
@@ -60,6 +71,7 @@ log = logging.getLogger(__name__)
 _FIRST_POLL = 0.25  # seconds; doubled after each poll that found it unsettled …
 _LAST_POLL = 2.0  # … up to this
 _TRANSPORT_RETRIES = 5  # a send or a poll that got no answer, tried again with backoff
+_CANCEL_SECONDS = 10.0  # for the remote to take a cancel
 _FAILED = {
     RemoteState.TASK_STATE_FAILED: "remote_failed",
     RemoteState.TASK_STATE_REJECTED: "remote_rejected",
@@ -97,7 +109,12 @@ class Delegator:
                 remote = await self._remote_task(task, ledger, agent, client)
                 if isinstance(remote, str):  # answered at once with a message
                     return await self._completed(task, ledger, remote)
-                remote = await self._until_settled(client, remote)
+                try:
+                    remote = await self._until_settled(client, remote)
+                except asyncio.CancelledError:
+                    if ledger.cancelled:  # not a shutdown: the remote task goes too
+                        await asyncio.shield(self._cancel(client, task, remote.id))
+                    raise
         except (RemoteError, UnsafeTarget) as exc:
             return Failed({"type": "remote_unavailable", "message": str(exc)}, ledger.usage)
         state = remote.status.state
@@ -167,6 +184,17 @@ class Delegator:
             delay = min(delay * 2, _LAST_POLL)
             remote = await self._retried(partial(client.get_task, GetTaskRequest(id=remote.id)))
         return remote
+
+    async def _cancel(self, client: Client, task: Task, remote_id: str) -> None:
+        """Cancel the remote task of a task that was cancelled (best effort: the task
+        is cancelled already, whatever the remote says)."""
+        try:
+            async with asyncio.timeout(_CANCEL_SECONDS):
+                await client.cancel_task(CancelTaskRequest(id=remote_id))
+        except (A2AError, httpx.HTTPError, TimeoutError) as exc:
+            log.warning("task %s: remote task %s not cancelled: %s", task.id, remote_id, exc)
+        else:
+            log.info("task %s: cancelled; so is remote task %s", task.id, remote_id)
 
     async def _completed(self, task: Task, ledger: RunLedger, result: str) -> Completed:
         """The remote's answer as this task's result, and its conversation recorded

@@ -127,6 +127,9 @@ class RunLedger(RunHooks):
         # The conversation so far, when the run goes on after it ended (follow-ups
         # arrived as it completed): what `resume_state` would have to rebuild.
         self.conversation: list[ModelMessage] | None = None
+        # The run is stopped because the task was cancelled (not a shutdown or a lost
+        # lease): a remote task it delegated to is cancelled too.
+        self.cancelled = False
 
     def _check(self, written: bool) -> None:
         if not written:

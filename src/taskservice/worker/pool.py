@@ -177,6 +177,9 @@ class WorkerPool:
             and notice.task_id not in self._finishing
         ):
             log.info("task %s: cancelled; stopping its run", notice.task_id)
+            ledger = self._ledgers.get(notice.task_id)
+            if ledger is not None:
+                ledger.cancelled = True  # what the run started elsewhere is cancelled too
             self._runs[notice.task_id].cancel()
 
     def _on_leases_lost(self, lost: set[uuid.UUID]) -> None:
