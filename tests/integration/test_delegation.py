@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import LiveFactory, fresh_database, wait_for
+from tests.integration.helpers import asks_for_a_colour, log_lines
 
 INPUT = "Summarise what durable delegation means."
 
@@ -245,3 +246,41 @@ async def test_cancelling_a_delegated_task_cancels_the_remote_one(
         assert cancelled.status_code == 200, cancelled.text
         theirs = await finished(remote, state["task_id"])
     assert theirs["state"] == "cancelled"
+
+
+async def test_a_remote_question_is_asked_here_and_its_answer_sent_on(
+    make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
+) -> None:
+    text_ = f"paint the fence ({uuid.uuid4()})"
+    async with (
+        make_live(
+            database_url=remote_database_url,
+            workers_enabled=True,
+            models={"asker": asks_for_a_colour()},
+            default_model="asker",
+        ) as remote_server,
+        make_live(**delegating(tmp_path, remote_server.url)) as ours_server,
+        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
+        task_id = submitted.json()["id"]
+
+        async def waiting() -> dict[str, Any] | None:
+            task: dict[str, Any] = (await ours.get(f"/v1/tasks/{task_id}")).json()
+            return task if task["state"] == "input_required" else None
+
+        asking = await wait_for(waiting, timeout=30)
+        [question] = asking["input_request"]["questions"]
+        answered = await ours.post(f"/v1/tasks/{task_id}/input", json={"answer": "blue"})
+        assert answered.status_code == 200, answered.text
+        task = await finished(ours, task_id)
+        [theirs] = await remote_tasks(remote, text_)
+        logs = await log_lines(ours, task_id)
+    assert question["question"] == "Which colour?"
+    assert question["tool"] == "remote_question"
+    assert question["id"] == f"remote:{theirs['id']}:0"
+    assert task["state"] == "completed", task
+    assert task["result"] == "painted blue" == theirs["result"]
+    assert ("info", f"answer forwarded to remote task {theirs['id']}") in logs
+    assert (await remote_state(engine, task_id) or {})["answered"] == 1

@@ -14,6 +14,11 @@ recognises as a retry (taskservice answers with the task it created); once the
 remote answered, its task's id is written and every later claim follows that task.
 The remote never gets the message twice as a new task.
 
+A remote task that asks for input makes this task ask the same question
+(`input_required`, a question whose id names the remote task); the answer, given
+here as to any question, is sent on to the remote task by the run that resumes,
+once, and the following goes on. A remote asking for authentication fails the task.
+
 Cancelling the task cancels the remote task (`CancelTask`, best effort, once the
 run knows its id); a run stopped for any other reason (shutdown, a lost lease)
 leaves it running, for the next claim to follow.
@@ -63,7 +68,7 @@ from taskservice.models import Task
 from taskservice.remote_agents import RemoteAgent
 from taskservice.settings import Settings
 from taskservice.webhooks.targets import AllowList, UnsafeTarget, resolve
-from taskservice.worker.executor import Completed, Ended, Failed
+from taskservice.worker.executor import Completed, Ended, Failed, NeedsInput
 from taskservice.worker.ledger import RunLedger
 
 log = logging.getLogger(__name__)
@@ -78,6 +83,7 @@ _FAILED = {
     RemoteState.TASK_STATE_CANCELED: "remote_cancelled",
 }
 _WAITING = {RemoteState.TASK_STATE_INPUT_REQUIRED, RemoteState.TASK_STATE_AUTH_REQUIRED}
+REMOTE_QUESTION = "remote_question"  # the `tool` of a question a remote agent asked
 
 
 class RemoteError(Exception):
@@ -104,11 +110,13 @@ class Delegator:
         self.allow_http = settings.webhook_allow_http
 
     async def run(self, task: Task, ledger: RunLedger, agent: RemoteAgent) -> Ended:
+        state = dict(task.remote or {})
         try:
             async with self._client(agent) as client:
-                remote = await self._remote_task(task, ledger, agent, client)
+                remote = await self._remote_task(task, ledger, agent, client, state)
                 if isinstance(remote, str):  # answered at once with a message
                     return await self._completed(task, ledger, remote)
+                remote = await self._forward_answer(task, ledger, client, remote, state)
                 try:
                     remote = await self._until_settled(client, remote)
                 except asyncio.CancelledError:
@@ -117,32 +125,85 @@ class Delegator:
                     raise
         except (RemoteError, UnsafeTarget) as exc:
             return Failed({"type": "remote_unavailable", "message": str(exc)}, ledger.usage)
-        state = remote.status.state
-        if state == RemoteState.TASK_STATE_COMPLETED:
+        settled = remote.status.state
+        if settled == RemoteState.TASK_STATE_COMPLETED:
             result = _text(p for artifact in remote.artifacts for p in artifact.parts)
             return await self._completed(task, ledger, result or _status_text(remote))
         said = _status_text(remote)
-        if state in _WAITING:
+        if settled == RemoteState.TASK_STATE_INPUT_REQUIRED:
+            return await self._ask(ledger, remote, state, said)
+        if settled == RemoteState.TASK_STATE_AUTH_REQUIRED:
             message = (
-                f"the remote agent's task {remote.id} asks for input ({said or 'no question'}),"
-                " which delegation does not forward yet"
+                f"the remote agent's task {remote.id} asks for authentication"
+                + (f" ({said})" if said else "")
+                + ", which delegation cannot give"
             )
-            return Failed({"type": "remote_input_required", "message": message}, ledger.usage)
+            return Failed({"type": "remote_auth_required", "message": message}, ledger.usage)
         error = {
-            "type": _FAILED.get(state, "remote_failed"),
-            "message": f"the remote agent's task {remote.id} ended {_state_name(state)}"
+            "type": _FAILED.get(settled, "remote_failed"),
+            "message": f"the remote agent's task {remote.id} ended {_state_name(settled)}"
             + (f": {said}" if said else ""),
             "remote_task_id": remote.id,
         }
         return Failed(error, ledger.usage)
 
+    async def _ask(
+        self, ledger: RunLedger, remote: RemoteTask, state: dict[str, Any], said: str
+    ) -> NeedsInput:
+        """The remote task asks a question: this task asks it (a question whose id
+        names the remote task and how many answers it was given), and waits."""
+        question = said or "The remote agent asks for more input."
+        call_id = f"remote:{remote.id}:{state.get('answered', 0)}"
+        await ledger.ask(call_id, REMOTE_QUESTION, question)
+        state["question"] = call_id
+        await ledger.note_remote(state, f"remote task {remote.id} asks: {question}")
+        asked = {"id": call_id, "tool": REMOTE_QUESTION, "question": question}
+        return NeedsInput({"kind": "questions", "questions": [asked]}, ledger.usage)
+
+    async def _forward_answer(
+        self,
+        task: Task,
+        ledger: RunLedger,
+        client: Client,
+        remote: RemoteTask,
+        state: dict[str, Any],
+    ) -> RemoteTask:
+        """The answer to the remote task's question, sent on to it (once: a message
+        id of its own, and only while the remote still waits for it)."""
+        call_id = state.get("question")
+        if call_id is None:
+            return remote
+        answer = await ledger.answer_to(call_id)
+        if answer is None:
+            return remote  # not answered (a run that stopped before the task waited)
+        if remote.status.state == RemoteState.TASK_STATE_INPUT_REQUIRED:
+            message = Message(
+                message_id=f"{task.id}:{call_id}",
+                task_id=remote.id,
+                context_id=remote.context_id,
+                role=Role.ROLE_USER,
+                parts=[Part(text=answer)],
+            )
+            request = SendMessageRequest(message=message)
+            request.configuration.return_immediately = True
+            answers = await self._retried(partial(_collect, client, request))
+            remote = next((a.task for a in answers if a.HasField("task")), remote)
+        del state["question"]
+        state["answered"] = int(state.get("answered", 0)) + 1
+        await ledger.note_remote(state, f"answer forwarded to remote task {remote.id}")
+        return remote
+
     async def _remote_task(
-        self, task: Task, ledger: RunLedger, agent: RemoteAgent, client: Client
+        self,
+        task: Task,
+        ledger: RunLedger,
+        agent: RemoteAgent,
+        client: Client,
+        state: dict[str, Any],
     ) -> RemoteTask | str:
         """The remote task this task was delegated to (sending the message unless a
         claim before this one got its id), or the remote's answer when it answered
-        with a message and no task."""
-        state = dict(task.remote or {})
+        with a message and no task. `state` (the task's `remote`) is kept current."""
         if "task_id" in state:
             followed: RemoteTask = await self._retried(
                 partial(client.get_task, GetTaskRequest(id=state["task_id"]))
@@ -151,7 +212,7 @@ class Delegator:
         if "message_id" not in state:
             # Written before sending: a worker that dies after the send is followed
             # by one that sends this same message, not a new one.
-            state = {"agent": agent.card_url, "message_id": f"{task.id}:{ledger.lease.attempt}"}
+            state.update(agent=agent.card_url, message_id=f"{task.id}:{ledger.lease.attempt}")
             await ledger.note_remote(state, f"delegating to the A2A agent at {agent.card_url}")
         message = Message(
             message_id=state["message_id"],

@@ -375,6 +375,18 @@ class RunLedger(RunHooks):
             {"messages": [], "calls": [], "events": [self.store.log_event(level, message)]},
         )
 
+    async def ask(self, call_id: str, name: str, question: str) -> None:
+        """A question for a person that no model asked (a remote agent's, relayed):
+        a pending call, which the answer completes (`inbox.TaskInbox.answer`)."""
+        await self._call(call_id, name, {"question": question}, "pending")
+
+    async def answer_to(self, call_id: str) -> str | None:
+        """The answer given to the question `call_id` (None: not answered)."""
+        row = (await self.store.all_calls(self.task.id)).get(call_id)
+        if row is None or row["status"] != "completed":
+            return None
+        return str(row["result"])
+
     async def note_remote(self, remote: dict[str, Any], line: str) -> None:
         """Record where the task stands on the remote agent it was delegated to
         (`Task.remote`), with an `info` line saying so."""
