@@ -17,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import LiveFactory, fresh_database, wait_for
+from tests.fakes.a2a_sdk_agent import sdk_agent
 from tests.integration.helpers import asks_for_a_colour, log_lines
 
 INPUT = "Summarise what durable delegation means."
@@ -284,3 +285,19 @@ async def test_a_remote_question_is_asked_here_and_its_answer_sent_on(
     assert task["result"] == "painted blue" == theirs["result"]
     assert ("info", f"answer forwarded to remote task {theirs['id']}") in logs
     assert (await remote_state(engine, task_id) or {})["answered"] == 1
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_an_agent_on_the_official_sdk_is_delegated_to_in_the_version_its_card_says(
+    make_live: LiveFactory, tmp_path: Path, version: str
+) -> None:
+    async with (
+        sdk_agent(version) as remote,
+        make_live(**delegating(tmp_path, remote.url)) as ours_server,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
+        task = await finished(ours, submitted.json()["id"])
+    assert task["state"] == "completed", task
+    assert task["result"] == f"echo: {INPUT}"
+    assert remote.echo.received == [f"{task['id']}:1"]  # sent once

@@ -1,0 +1,107 @@
+"""An A2A agent built on the official SDK's server (not taskservice), on loopback:
+an echo agent that answers `echo: <input>` as an artifact a moment after it started,
+and notes every message id it receives. Its card offers one interface: JSON-RPC of
+A2A 1.0, or of 0.3 (the SDK's compatibility layer), as asked."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import uvicorn
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes.agent_card_routes import create_agent_card_routes
+from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Part,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from starlette.applications import Starlette
+
+
+@dataclass
+class Echo(AgentExecutor):
+    received: list[str] = field(default_factory=list)  # message ids, in order
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None
+        assert context.task_id is not None
+        assert context.context_id is not None
+        self.received.append(context.message.message_id)
+        if context.current_task is None:
+            submitted = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
+            await event_queue.enqueue_event(
+                Task(
+                    id=context.task_id,
+                    context_id=context.context_id,
+                    status=submitted,
+                    history=[context.message],
+                )
+            )
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.start_work()
+        await asyncio.sleep(0.3)
+        answer = [Part(text=f"echo: {context.get_user_input()}")]
+        await updater.add_artifact(answer, name="answer")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id is not None
+        assert context.context_id is not None
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+@dataclass
+class SdkAgent:
+    url: str
+    echo: Echo
+
+
+@asynccontextmanager
+async def sdk_agent(version: str = "1.0") -> AsyncIterator[SdkAgent]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    interface = AgentInterface(
+        url=f"{url}/a2a", protocol_binding="JSONRPC", protocol_version=version
+    )
+    card = AgentCard(
+        name="echo",
+        description="Echoes its input",
+        version="1.0.0",
+        supported_interfaces=[interface],
+        capabilities=AgentCapabilities(streaming=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="echo", name="echo", description="Echoes", tags=["echo"])],
+    )
+    echo = Echo()
+    handler = DefaultRequestHandler(
+        agent_executor=echo, task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = create_jsonrpc_routes(handler, "/a2a", enable_v0_3_compat=version == "0.3")
+    app = Starlette(routes=[*create_agent_card_routes(card), *routes])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()
+            await asyncio.sleep(0.02)
+        yield SdkAgent(url=url, echo=echo)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, timeout=30)
