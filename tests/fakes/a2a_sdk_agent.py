@@ -1,5 +1,5 @@
 """An A2A agent built on the official SDK's server (not taskservice), on loopback:
-an echo agent that answers `echo: <input>` as an artifact a moment after it started,
+an echo agent that answers `echo: <input>` as an artifact `delay` after it started,
 and notes every message id it receives. Its card offers one interface: JSON-RPC of
 A2A 1.0, or of 0.3 (the SDK's compatibility layer), as asked."""
 
@@ -33,6 +33,7 @@ from starlette.applications import Starlette
 
 @dataclass
 class Echo(AgentExecutor):
+    delay: float = 0.3  # seconds between starting and answering
     received: list[str] = field(default_factory=list)  # message ids, in order
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -52,7 +53,7 @@ class Echo(AgentExecutor):
             )
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.start_work()
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(self.delay)
         answer = [Part(text=f"echo: {context.get_user_input()}")]
         await updater.add_artifact(answer, name="answer")
         await updater.complete()
@@ -70,7 +71,7 @@ class SdkAgent:
 
 
 @asynccontextmanager
-async def sdk_agent(version: str = "1.0") -> AsyncIterator[SdkAgent]:
+async def sdk_agent(version: str = "1.0", *, delay: float = 0.3) -> AsyncIterator[SdkAgent]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -88,7 +89,7 @@ async def sdk_agent(version: str = "1.0") -> AsyncIterator[SdkAgent]:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="echo", description="Echoes", tags=["echo"])],
     )
-    echo = Echo()
+    echo = Echo(delay=delay)
     handler = DefaultRequestHandler(
         agent_executor=echo, task_store=InMemoryTaskStore(), agent_card=card
     )
