@@ -98,6 +98,7 @@ async def test_a_delegated_task_completes_with_the_remote_agents_answer(
     lines = [e["data"]["message"] for e in logs["events"]]
     assert lines[0] == f"delegating to the A2A agent at {remote_server.url}"
     assert lines[1].startswith(f"delegated to remote task {theirs['id']}")
+    assert lines[-1] == f"remote task {theirs['id']} is completed"  # each state seen
 
 
 async def test_a_later_claim_follows_the_same_remote_task(

@@ -4,7 +4,8 @@ card says), and followed until it settles.
 
 ```
 claim ─▶ message id in tasks.remote (fenced) ─▶ SendMessage (returnImmediately)
-      ─▶ the remote task's id in tasks.remote ─▶ GetTask, every 0.25 → 2 s ─▶ outcome
+      ─▶ the remote task's id in tasks.remote ─▶ GetTask, every 0.25 → 2 s (a `log`
+         line for each state seen) ─▶ outcome
 a later claim (the worker died, or was stopped) ─▶ the same remote task, followed again
 ```
 
@@ -83,6 +84,7 @@ _FAILED = {
     RemoteState.TASK_STATE_CANCELED: "remote_cancelled",
 }
 _WAITING = {RemoteState.TASK_STATE_INPUT_REQUIRED, RemoteState.TASK_STATE_AUTH_REQUIRED}
+_SETTLED = {RemoteState.TASK_STATE_COMPLETED, *_WAITING}
 REMOTE_QUESTION = "remote_question"  # the `tool` of a question a remote agent asked
 
 
@@ -118,7 +120,7 @@ class Delegator:
                     return await self._completed(task, ledger, remote)
                 remote = await self._forward_answer(task, ledger, client, remote, state)
                 try:
-                    remote = await self._until_settled(client, remote)
+                    remote = await self._until_settled(ledger, client, remote)
                 except asyncio.CancelledError:
                     if ledger.cancelled:  # not a shutdown: the remote task goes too
                         await asyncio.shield(self._cancel(client, task, remote.id))
@@ -235,16 +237,27 @@ class Delegator:
                 return _text(answer.message.parts)
         raise RemoteError("the remote agent answered the message with neither a task nor a message")
 
-    async def _until_settled(self, client: Client, remote: RemoteTask) -> RemoteTask:
+    async def _until_settled(
+        self, ledger: RunLedger, client: Client, remote: RemoteTask
+    ) -> RemoteTask:
+        """The remote task once it settled (ended, or waits for input), polled; each
+        state it is seen in on the way is a `log` line of this task, with its status
+        message."""
         delay = _FIRST_POLL
-        while remote.status.state not in _FAILED and remote.status.state not in (
-            RemoteState.TASK_STATE_COMPLETED,
-            *_WAITING,
-        ):
+        seen = None
+        while True:
+            status = (remote.status.state, _status_text(remote))
+            if status != seen:
+                said = f": {status[1]}" if status[1] else ""
+                await ledger.log(
+                    "info", f"remote task {remote.id} is {_state_name(status[0])}{said}"
+                )
+                seen = status
+            if status[0] in _FAILED or status[0] in _SETTLED:
+                return remote
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_POLL)
             remote = await self._retried(partial(client.get_task, GetTaskRequest(id=remote.id)))
-        return remote
 
     async def _cancel(self, client: Client, task: Task, remote_id: str) -> None:
         """Cancel the remote task of a task that was cancelled (best effort: the task
