@@ -158,15 +158,19 @@ class TaskService:
         input: str,
         system_prompt: str | None = None,
         detached: bool = False,
+        profile: str | None = None,
     ) -> Task:
         """A subtask a running agent starts (its `spawn_subtask` tool): checked like any
         submit; it inherits the parent's tenant, agent, context, limits and priority
         (a parent waiting on it must not wait behind its own backlog). One subtask
         per tool call: a call executed again (a resumed run) gets the same child.
-        `detached`: it is not cancelled when the parent fails or is cancelled."""
+        `detached`: it is not cancelled when the parent fails or is cancelled.
+        `profile`: the subtask is of that agent profile instead (`ask_agent`)."""
         metadata = {"spawned_by": {"task_id": str(parent.id), "tool_call_id": call_id}}
         check_new_task(input, metadata, (system_prompt,), self.settings)
         agent = parent.agent
+        if profile is not None:
+            agent = self.catalog.resolve(profile=profile)  # unknown: InvalidRequest
         if system_prompt:
             agent = AgentSpec(agent.profile, agent.model, system_prompt)
         new = NewTask(

@@ -21,6 +21,8 @@ from taskservice.models import Task
 
 ASK_USER = "ask_user"
 WAIT_FOR_SUBTASKS = "wait_for_subtasks"
+ASK_AGENT = "ask_agent"
+WAITS_FOR_SUBTASKS = frozenset({WAIT_FOR_SUBTASKS, ASK_AGENT})  # park the run until they end
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 
@@ -52,8 +54,15 @@ class RunHooks(Protocol):
         ...
 
     async def spawn(
-        self, call_id: str, input: str, system_prompt: str | None, detached: bool
-    ) -> str: ...
+        self,
+        call_id: str,
+        input: str,
+        system_prompt: str | None,
+        detached: bool,
+        profile: str | None = None,
+    ) -> str:
+        """A subtask (of this task's agent, or of agent profile `profile`); its id."""
+        ...
 
     async def subtasks(self) -> list[dict[str, Any]] | None:
         """The subtasks' outcomes when all have finished; None while some run."""
@@ -121,6 +130,31 @@ async def wait_for_subtasks(ctx: RunContext[RunHooks]) -> list[dict[str, Any]]:
     return outcomes
 
 
+async def ask_agent(ctx: RunContext[RunHooks], agent: str, input: str) -> dict[str, Any]:
+    """Ask another agent (an agent profile of this service, such as a remote A2A
+    agent) to work on `input`, and wait for its answer: returns its state, result and
+    error. The task waits without holding a worker."""
+    call_id = ctx.tool_call_id or ""
+    try:
+        await ctx.deps.spawn(call_id, input, None, False, profile=agent)
+    except ServiceError as exc:
+        if isinstance(exc, DatabaseUnavailable):
+            raise
+        raise ModelRetry(f"the agent could not be asked: {exc.detail}") from None
+    outcomes = await ctx.deps.subtasks()
+    if outcomes is None:
+        # Park as wait_for_subtasks does: the run resumes with the outcome.
+        raise CallDeferred(metadata={"waiting_for": "subtasks"}, kind="external")
+    return asked_outcome(outcomes, call=call_id)
+
+
+def asked_outcome(outcomes: list[dict[str, Any]], *, call: str) -> dict[str, Any]:
+    """What `ask_agent` returns, from the outcomes of the task's subtasks: the state,
+    result and error of the one its call `call` spawned."""
+    outcome = next(o for o in outcomes if o.get("call") == call)
+    return {key: outcome[key] for key in ("state", "result", "error")}
+
+
 ToolFunction = Callable[..., Awaitable[Any]]
 BUILTIN_TOOLS: dict[str, ToolFunction] = {
     "report_progress": report_progress,
@@ -128,6 +162,7 @@ BUILTIN_TOOLS: dict[str, ToolFunction] = {
     ASK_USER: ask_user,
     "spawn_subtask": spawn_subtask,
     WAIT_FOR_SUBTASKS: wait_for_subtasks,
+    ASK_AGENT: ask_agent,
 }
 
 

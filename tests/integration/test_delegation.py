@@ -13,6 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -30,20 +38,21 @@ async def remote_database_url(server_url: str) -> AsyncIterator[str]:
         yield url
 
 
-def agents_file(tmp_path: Path, card_url: str) -> str:
+def agents_file(tmp_path: Path, card_url: str, more: str = "") -> str:
     path = tmp_path / "agents.toml"
     path.write_text(
         f'[agents.helper]\nkind = "a2a"\ncard_url = "{card_url}"\n'
-        'description = "the other service"\n'
+        'description = "the other service"\n' + more
     )
     return str(path)
 
 
-def delegating(tmp_path: Path, remote_url: str) -> dict[str, Any]:
-    """Settings of the delegating service: the remote on loopback is allowed."""
+def delegating(tmp_path: Path, remote_url: str, more: str = "") -> dict[str, Any]:
+    """Settings of the delegating service (the `helper` profile delegates to
+    `remote_url`, `more` profiles besides): the remote on loopback is allowed."""
     return {
         "workers_enabled": True,
-        "agents_file": agents_file(tmp_path, remote_url),
+        "agents_file": agents_file(tmp_path, remote_url, more),
         "webhook_allow_http": True,
         "webhook_allow_targets": ["127.0.0.1/32"],
     }
@@ -302,3 +311,49 @@ async def test_an_agent_on_the_official_sdk_is_delegated_to_in_the_version_its_c
     assert task["state"] == "completed", task
     assert task["result"] == f"echo: {INPUT}"
     assert remote.echo.received == [f"{task['id']}:1"]  # sent once
+
+
+def asks_the_helper() -> FunctionModel:
+    """A local agent that asks the `helper` agent (`ask_agent`), then says what it
+    answered."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [
+            part.content
+            for message in messages
+            for part in message.parts
+            if isinstance(part, ToolReturnPart) and part.tool_name == "ask_agent"
+        ]
+        if not returned:
+            call = ToolCallPart("ask_agent", {"agent": "helper", "input": "the weather"}, "a1")
+            return ModelResponse(parts=[call])
+        outcome = returned[-1]
+        return ModelResponse(parts=[TextPart(f"{outcome['state']}: {outcome['result']}")])
+
+    return FunctionModel(answer)
+
+
+async def test_a_local_agent_asks_a_remote_one_and_waits_without_a_worker(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    async with sdk_agent(delay=0.5) as remote:
+        boss = '[agents.boss]\nmodel = "boss"\ntools = ["ask_agent"]\n'
+        settings = delegating(tmp_path, remote.url, more=boss)
+        async with (
+            make_live(models={"boss": asks_the_helper()}, **settings) as ours_server,
+            httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+        ):
+            submitted = await ours.post("/v1/tasks", json={"input": "go", "agent": "boss"})
+            task = await finished(ours, submitted.json()["id"])
+            children = (await ours.get("/v1/tasks", params={"parent_id": task["id"]})).json()
+            changes = await ours.get(
+                f"/v1/tasks/{task['id']}/events", params={"type": "state_change"}
+            )
+    assert task["state"] == "completed", task
+    assert task["result"] == "completed: echo: the weather"
+    [child] = children["tasks"]
+    assert child["agent"]["profile"] == "helper"
+    states = [e["data"]["to"] for e in changes.json()["events"]]
+    # Parked on the subtask (no worker held), resumed when it ended.
+    assert states == ["pending", "running", "input_required", "running", "completed"]
+    assert remote.echo.received == [f"{child['id']}:1"]

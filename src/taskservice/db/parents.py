@@ -12,7 +12,8 @@ from taskservice.db.sql import Statement
 
 CHILDREN = Statement(
     text(
-        "SELECT id, state, result, error FROM tasks WHERE parent_id = :p_id ORDER BY id"
+        "SELECT id, state, result, error, metadata -> 'spawned_by' ->> 'tool_call_id' AS call "
+        "FROM tasks WHERE parent_id = :p_id ORDER BY id"
     ).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)))
 )
 
@@ -39,7 +40,8 @@ WITH ready AS (
 outcomes AS (
     SELECT ready.id AS parent_id,
            jsonb_agg(jsonb_build_object('id', c.id, 'state', c.state,
-                                        'result', c.result, 'error', c.error)
+                                        'result', c.result, 'error', c.error,
+                                        'call', c.metadata -> 'spawned_by' ->> 'tool_call_id')
                      ORDER BY c.id) AS subtasks
     FROM ready JOIN tasks c ON c.parent_id = ready.id
     GROUP BY ready.id

@@ -33,7 +33,7 @@ from taskservice.content import as_text
 from taskservice.db.budgets import BudgetStore
 from taskservice.models import Task
 from taskservice.rate_limits import Throttled, gated
-from taskservice.tools import ASK_USER, WAIT_FOR_SUBTASKS, current_run
+from taskservice.tools import ASK_USER, WAITS_FOR_SUBTASKS, current_run
 from taskservice.worker.budget import RunGate
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput, LiveWriter
@@ -114,7 +114,9 @@ def waiting_for(requests: DeferredToolRequests) -> dict[str, Any]:
     ]
     if questions:
         return {"kind": "questions", "questions": questions}
-    wait = next(c for c in requests.calls if c.tool_name == WAIT_FOR_SUBTASKS)
+    # The call the subtasks' outcomes complete (another waiting call of the same
+    # response runs again on resume: `ask_agent` finds its subtask, ended).
+    wait = next(c for c in requests.calls if c.tool_name in WAITS_FOR_SUBTASKS)
     return {"kind": "subtasks", "call_id": wait.tool_call_id}
 
 

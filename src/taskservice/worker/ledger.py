@@ -36,7 +36,7 @@ from taskservice.metrics import MODEL_REQUESTS, MODEL_TOKENS
 from taskservice.models import Lease, Task
 from taskservice.service import TaskService
 from taskservice.states import TaskState
-from taskservice.tools import ASK_USER, LogLevel, RunHooks
+from taskservice.tools import ASK_AGENT, ASK_USER, LogLevel, RunHooks, asked_outcome
 from taskservice.worker.turns import (
     complete_turns,
     followup_request,
@@ -163,7 +163,11 @@ class RunLedger(RunHooks):
             row = calls.get(part.tool_call_id)
             status = row["status"] if row is not None else "pending"
             if row is not None and status == "completed":
-                results[part.tool_call_id] = ToolReturn(row["result"])
+                result = row["result"]
+                if part.tool_name == ASK_AGENT and isinstance(result, list):
+                    # Completed with every subtask's outcome: it answers with its own.
+                    result = asked_outcome(result, call=part.tool_call_id)
+                results[part.tool_call_id] = ToolReturn(result)
                 if part.tool_name == ASK_USER:
                     question = part.args_as_dict().get("question")
                     lines.append(("info", f"answer delivered for {question!r}: {row['result']}"))
@@ -341,7 +345,12 @@ class RunLedger(RunHooks):
         await self._call(call_id, name, arguments, "pending")
 
     async def spawn(
-        self, call_id: str, input: str, system_prompt: str | None, detached: bool = False
+        self,
+        call_id: str,
+        input: str,
+        system_prompt: str | None,
+        detached: bool = False,
+        profile: str | None = None,
     ) -> str:
         child = await self.service.spawn(
             self.task,
@@ -349,8 +358,10 @@ class RunLedger(RunHooks):
             input=input,
             system_prompt=system_prompt,
             detached=detached,
+            profile=profile,
         )
-        await self.log("info", f"spawned {'detached ' * detached}subtask {child.id}")
+        on = f" on agent {profile}" if profile else ""
+        await self.log("info", f"spawned {'detached ' * detached}subtask {child.id}{on}")
         return str(child.id)
 
     async def subtasks(self) -> list[dict[str, Any]] | None:
@@ -358,7 +369,13 @@ class RunLedger(RunHooks):
         if any(not TaskState(row["state"]).is_terminal for row in rows):
             return None
         return [
-            {"id": str(r["id"]), "state": r["state"], "result": r["result"], "error": r["error"]}
+            {
+                "id": str(r["id"]),
+                "state": r["state"],
+                "result": r["result"],
+                "error": r["error"],
+                "call": r["call"],  # the tool call that spawned it
+            }
             for r in rows
         ]
 
