@@ -54,7 +54,9 @@ async def test_a_task_page_shows_the_answer_as_it_is_written(
     ):
         task = await submit(worker.url, {"agent": "demo", "input": "take 6s, spawn 1"})
         await page.goto(f"{live.url}/ui/#/tasks/{task['id']}")
-        writing = page.locator("#writing .bubble.live pre").first
+        # The answer's text (not a tool call's arguments, shown muted: a short one may
+        # be in progress first and give way to the next message between two reads).
+        writing = page.locator("#writing .bubble.live pre:not(.muted)").first
         await expect(writing).to_be_visible(timeout=15_000)
         first = await writing.inner_text()
         await asyncio.sleep(0.5)
