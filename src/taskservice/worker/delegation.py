@@ -69,8 +69,8 @@ from taskservice.models import Task
 from taskservice.remote_agents import RemoteAgent
 from taskservice.settings import Settings
 from taskservice.webhooks.targets import AllowList, UnsafeTarget, resolve
-from taskservice.worker.executor import Completed, Ended, Failed, NeedsInput
 from taskservice.worker.ledger import RunLedger
+from taskservice.worker.outcomes import Completed, Ended, Failed, NeedsInput
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,7 @@ task's are not, until a stream asks for them.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
@@ -35,46 +34,18 @@ from taskservice.models import Task
 from taskservice.rate_limits import Throttled, gated
 from taskservice.tools import ASK_USER, WAITS_FOR_SUBTASKS, current_run
 from taskservice.worker.budget import RunGate
+from taskservice.worker.delegation import Delegator
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput, LiveWriter
-
-if TYPE_CHECKING:
-    from taskservice.worker.delegation import Delegator
+from taskservice.worker.outcomes import (
+    Completed,
+    Failed,
+    NeedsInput,
+    Outcome,
+    WaitsForBudget,
+)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Completed:
-    result: Any
-    usage: dict[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    error: dict[str, Any]
-    usage: dict[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class NeedsInput:
-    """The agent asked questions; the task waits in `input_required`."""
-
-    request: dict[str, Any]
-    usage: dict[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class WaitsForBudget:
-    """A model request's rate limit budget has no room yet (`worker/budget.py`): the
-    task waits without a worker until `throttled.until` (nothing is written but that:
-    the run resumes from the ledger)."""
-
-    throttled: Throttled
-
-
-Ended = Completed | Failed | NeedsInput  # what the pool writes as the run's outcome
-Outcome = Ended | WaitsForBudget
 
 
 def prompt_of(task: Task) -> str:

@@ -43,17 +43,17 @@ from taskservice.settings import Settings
 from taskservice.states import TaskState
 from taskservice.tracing import Tracing, failed
 from taskservice.worker.budget import paid_slot
-from taskservice.worker.executor import (
+from taskservice.worker.executor import Executor
+from taskservice.worker.heartbeat import Heartbeat
+from taskservice.worker.ledger import LeaseLost, RunLedger
+from taskservice.worker.outcomes import (
     Completed,
     Ended,
-    Executor,
     Failed,
     NeedsInput,
     Outcome,
     WaitsForBudget,
 )
-from taskservice.worker.heartbeat import Heartbeat
-from taskservice.worker.ledger import LeaseLost, RunLedger
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,41 @@
+"""How a run ended, as the executor (and the delegator) say it and the pool writes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from taskservice.rate_limits import Throttled
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    result: Any
+    usage: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: dict[str, Any]
+    usage: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsInput:
+    """The agent asked questions; the task waits in `input_required`."""
+
+    request: dict[str, Any]
+    usage: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitsForBudget:
+    """A model request's rate limit budget has no room yet (`worker/budget.py`): the
+    task waits without a worker until `throttled.until` (nothing is written but that:
+    the run resumes from the ledger)."""
+
+    throttled: Throttled
+
+
+Ended = Completed | Failed | NeedsInput  # what the pool writes as the run's outcome
+Outcome = Ended | WaitsForBudget
