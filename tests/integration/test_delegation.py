@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,42 +72,78 @@ async def remote_state(engine: AsyncEngine, task_id: str) -> dict[str, Any] | No
         return value
 
 
-async def finished(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
-    async def done() -> dict[str, Any] | None:
-        task: dict[str, Any] = (await client.get(f"/v1/tasks/{task_id}")).json()
-        return task if task["state"] in ("completed", "failed", "cancelled") else None
+async def in_state(client: httpx.AsyncClient, task_id: str, *states: str) -> dict[str, Any]:
+    """The task once it is in one of `states`."""
 
-    result: dict[str, Any] = await wait_for(done, timeout=30, interval=0.1)
+    async def read() -> dict[str, Any] | None:
+        task: dict[str, Any] = (await client.get(f"/v1/tasks/{task_id}")).json()
+        return task if task["state"] in states else None
+
+    result: dict[str, Any] = await wait_for(read, timeout=30, interval=0.1)
     return result
+
+
+async def finished(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+    return await in_state(client, task_id, "completed", "failed", "cancelled")
+
+
+@dataclass
+class Delegation:
+    """A remote taskservice (its own database, workers) and a delegating one whose
+    `helper` profile is the remote's agent, with a client of each."""
+
+    remote_url: str
+    remote: httpx.AsyncClient
+    ours: httpx.AsyncClient
+
+    async def delegate(self, input: str) -> str:
+        """A task on `helper`, submitted to the delegating service: its id."""
+        submitted = await self.ours.post("/v1/tasks", json={"input": input, "agent": "helper"})
+        assert submitted.status_code == 201, submitted.text
+        task_id: str = submitted.json()["id"]
+        return task_id
+
+
+@asynccontextmanager
+async def delegation(
+    make_live: LiveFactory,
+    remote_database_url: str,
+    tmp_path: Path,
+    *,
+    ours: dict[str, Any] | None = None,
+    **remote: Any,
+) -> AsyncIterator[Delegation]:
+    """`remote`: the remote service's settings; `ours`: the delegating one's, over
+    `delegating`'s."""
+    async with (
+        make_live(database_url=remote_database_url, workers_enabled=True, **remote) as server,
+        make_live(**(delegating(tmp_path, server.url) | (ours or {}))) as ours_server,
+        httpx.AsyncClient(base_url=server.url, timeout=30) as remote_client,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours_client,
+    ):
+        yield Delegation(server.url, remote_client, ours_client)
 
 
 async def test_a_delegated_task_completes_with_the_remote_agents_answer(
     make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
 ) -> None:
     text_ = f"{INPUT} ({uuid.uuid4()})"
-    async with (
-        make_live(database_url=remote_database_url, workers_enabled=True) as remote_server,
-        make_live(**delegating(tmp_path, remote_server.url)) as ours_server,
-        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
-    ):
-        submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
-        assert submitted.status_code == 201, submitted.text
-        task = await finished(ours, submitted.json()["id"])
-        [theirs] = await remote_tasks(remote, text_)
-        messages = (await ours.get(f"/v1/tasks/{task['id']}/messages")).json()["messages"]
-        logs = (await ours.get(f"/v1/tasks/{task['id']}/events", params={"type": "log"})).json()
+    async with delegation(make_live, remote_database_url, tmp_path) as both:
+        task = await finished(both.ours, await both.delegate(text_))
+        [theirs] = await remote_tasks(both.remote, text_)
+        messages = (await both.ours.get(f"/v1/tasks/{task['id']}/messages")).json()["messages"]
+        logs = await log_lines(both.ours, task["id"])
     assert task["state"] == "completed", task
     assert theirs["state"] == "completed"
     assert task["result"] == theirs["result"]
     assert await remote_state(engine, task["id"]) == {
-        "agent": remote_server.url,
+        "agent": both.remote_url,
         "message_id": f"{task['id']}:1",
         "task_id": theirs["id"],
     }
     assert [m["kind"] for m in messages] == ["request", "response"]
-    lines = [e["data"]["message"] for e in logs["events"]]
-    assert lines[0] == f"delegating to the A2A agent at {remote_server.url}"
+    lines = [line for _level, line in logs]
+    assert lines[0] == f"delegating to the A2A agent at {both.remote_url}"
     assert lines[1].startswith(f"delegated to remote task {theirs['id']}")
     assert lines[-1] == f"remote task {theirs['id']} is completed"  # each state seen
 
@@ -203,18 +241,14 @@ async def test_a_message_sent_before_a_crash_is_sent_again_as_the_same_message(
 async def test_a_failed_remote_task_fails_the_delegated_one_with_its_message(
     make_live: LiveFactory, remote_database_url: str, tmp_path: Path
 ) -> None:
-    async with (
-        make_live(
-            database_url=remote_database_url,
-            workers_enabled=True,
-            default_model="offline:5",
-            task_timeout_seconds=0.3,
-        ) as remote_server,
-        make_live(**delegating(tmp_path, remote_server.url)) as ours_server,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
-    ):
-        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
-        task = await finished(ours, submitted.json()["id"])
+    async with delegation(
+        make_live,
+        remote_database_url,
+        tmp_path,
+        default_model="offline:5",
+        task_timeout_seconds=0.3,
+    ) as both:
+        task = await finished(both.ours, await both.delegate(INPUT))
     assert task["state"] == "failed"
     assert task["error"]["type"] == "remote_failed"
     assert "timeout" in task["error"]["message"], task["error"]
@@ -223,15 +257,9 @@ async def test_a_failed_remote_task_fails_the_delegated_one_with_its_message(
 async def test_a_remote_on_an_internal_address_is_refused_unless_allowed(
     make_live: LiveFactory, remote_database_url: str, tmp_path: Path
 ) -> None:
-    async with (
-        make_live(database_url=remote_database_url) as remote_server,
-        make_live(
-            **(delegating(tmp_path, remote_server.url) | {"webhook_allow_targets": []})
-        ) as ours_server,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
-    ):
-        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
-        task = await finished(ours, submitted.json()["id"])
+    refusing = {"webhook_allow_targets": []}
+    async with delegation(make_live, remote_database_url, tmp_path, ours=refusing) as both:
+        task = await finished(both.ours, await both.delegate(INPUT))
     assert task["state"] == "failed"
     assert task["error"]["type"] == "remote_unavailable"
     assert "127.0.0.1" in task["error"]["message"]
@@ -241,21 +269,16 @@ async def test_a_remote_on_an_internal_address_is_refused_unless_allowed(
 async def test_cancelling_a_delegated_task_cancels_the_remote_one(
     make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
 ) -> None:
-    text_ = f"{INPUT} ({uuid.uuid4()})"
-    async with (
-        make_live(
-            database_url=remote_database_url, workers_enabled=True, default_model="offline:20"
-        ) as remote_server,
-        make_live(**delegating(tmp_path, remote_server.url)) as ours_server,
-        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
-    ):
-        submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
-        task_id = submitted.json()["id"]
+    async with delegation(
+        make_live, remote_database_url, tmp_path, default_model="offline:20"
+    ) as both:
+        task_id = await both.delegate(INPUT)
         state = await wait_for(lambda: _with_task_id(engine, task_id))
-        cancelled = await ours.post(f"/v1/tasks/{task_id}/cancel", json={"reason": "not needed"})
+        cancelled = await both.ours.post(
+            f"/v1/tasks/{task_id}/cancel", json={"reason": "not needed"}
+        )
         assert cancelled.status_code == 200, cancelled.text
-        theirs = await finished(remote, state["task_id"])
+        theirs = await finished(both.remote, state["task_id"])
     assert theirs["state"] == "cancelled"
 
 
@@ -263,31 +286,21 @@ async def test_a_remote_question_is_asked_here_and_its_answer_sent_on(
     make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
 ) -> None:
     text_ = f"paint the fence ({uuid.uuid4()})"
-    async with (
-        make_live(
-            database_url=remote_database_url,
-            workers_enabled=True,
-            models={"asker": asks_for_a_colour()},
-            default_model="asker",
-        ) as remote_server,
-        make_live(**delegating(tmp_path, remote_server.url)) as ours_server,
-        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
-    ):
-        submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
-        task_id = submitted.json()["id"]
-
-        async def waiting() -> dict[str, Any] | None:
-            task: dict[str, Any] = (await ours.get(f"/v1/tasks/{task_id}")).json()
-            return task if task["state"] == "input_required" else None
-
-        asking = await wait_for(waiting, timeout=30)
+    async with delegation(
+        make_live,
+        remote_database_url,
+        tmp_path,
+        models={"asker": asks_for_a_colour()},
+        default_model="asker",
+    ) as both:
+        task_id = await both.delegate(text_)
+        asking = await in_state(both.ours, task_id, "input_required")
         [question] = asking["input_request"]["questions"]
-        answered = await ours.post(f"/v1/tasks/{task_id}/input", json={"answer": "blue"})
+        answered = await both.ours.post(f"/v1/tasks/{task_id}/input", json={"answer": "blue"})
         assert answered.status_code == 200, answered.text
-        task = await finished(ours, task_id)
-        [theirs] = await remote_tasks(remote, text_)
-        logs = await log_lines(ours, task_id)
+        task = await finished(both.ours, task_id)
+        [theirs] = await remote_tasks(both.remote, text_)
+        logs = await log_lines(both.ours, task_id)
     assert question["question"] == "Which colour?"
     assert question["tool"] == "remote_question"
     assert question["id"] == f"remote:{theirs['id']}:0"

@@ -83,8 +83,13 @@ _FAILED = {
     RemoteState.TASK_STATE_REJECTED: "remote_rejected",
     RemoteState.TASK_STATE_CANCELED: "remote_cancelled",
 }
-_WAITING = {RemoteState.TASK_STATE_INPUT_REQUIRED, RemoteState.TASK_STATE_AUTH_REQUIRED}
-_SETTLED = {RemoteState.TASK_STATE_COMPLETED, *_WAITING}
+# Where following stops: an end, or a wait for the client.
+_SETTLED = {
+    *_FAILED,
+    RemoteState.TASK_STATE_COMPLETED,
+    RemoteState.TASK_STATE_INPUT_REQUIRED,
+    RemoteState.TASK_STATE_AUTH_REQUIRED,
+}
 REMOTE_QUESTION = "remote_question"  # the `tool` of a question a remote agent asked
 
 
@@ -225,7 +230,7 @@ class Delegator:
             message.metadata.update({"skill": agent.skill})
         request = SendMessageRequest(message=message)
         request.configuration.return_immediately = True
-        answers = await self._retried(lambda: _collect(client, request))
+        answers = await self._retried(partial(_collect, client, request))
         for answer in answers:
             if answer.HasField("task"):
                 remote: RemoteTask = answer.task
@@ -253,7 +258,7 @@ class Delegator:
                     "info", f"remote task {remote.id} is {_state_name(status[0])}{said}"
                 )
                 seen = status
-            if status[0] in _FAILED or status[0] in _SETTLED:
+            if status[0] in _SETTLED:
                 return remote
             await asyncio.sleep(delay)
             delay = min(delay * 2, _LAST_POLL)
@@ -315,7 +320,7 @@ class Delegator:
             event_hooks={"request": [checked]},
         ) as http:
             try:
-                response = await self._retried(lambda: http.get(agent.card))
+                response = await self._retried(partial(http.get, agent.card))
                 response.raise_for_status()
                 card = parse_agent_card(response.json())
             except (httpx.HTTPStatusError, ValueError) as exc:

@@ -398,12 +398,10 @@ class WorkerPool:
         return True
 
 
-def _ended(outcome: Outcome) -> str:
+def _ended(outcome: Ended) -> str:
     """The run duration metric's outcome label."""
     if isinstance(outcome, Completed):
         return "completed"
     if isinstance(outcome, NeedsInput):
         return "input_required"
-    if isinstance(outcome, WaitsForBudget):
-        return "throttled"
     return "timed_out" if outcome.error.get("type") == "timeout" else "failed"
