@@ -1,19 +1,22 @@
 """An A2A agent built on the official SDK's server (not taskservice), on loopback:
-an echo agent that answers `echo: <input>` as an artifact `delay` after it started,
-and notes every message id it receives. Its card offers one interface: JSON-RPC of
-A2A 1.0, or of 0.3 (the SDK's compatibility layer), as asked."""
+an echo agent that answers `echo: <input>` as an artifact `delay` after it started
+(or, with `chunk_delay`, writes it a word at a time, each word an appended chunk of
+the artifact), and notes every message id it receives. Its card offers one
+interface: JSON-RPC of A2A 1.0, or of 0.3 (the SDK's compatibility layer), as asked,
+and says it streams (`SubscribeToTask`) when asked to."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.events import EventQueue
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event, EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
@@ -24,6 +27,7 @@ from a2a.types import (
     AgentInterface,
     AgentSkill,
     Part,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
     TaskStatus,
@@ -34,6 +38,7 @@ from starlette.applications import Starlette
 @dataclass
 class Echo(AgentExecutor):
     delay: float = 0.3  # seconds between starting and answering
+    chunk_delay: float | None = None  # seconds between the answer's words (None: whole)
     received: list[str] = field(default_factory=list)  # message ids, in order
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -54,8 +59,18 @@ class Echo(AgentExecutor):
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.start_work()
         await asyncio.sleep(self.delay)
-        answer = [Part(text=f"echo: {context.get_user_input()}")]
-        await updater.add_artifact(answer, name="answer")
+        answer = f"echo: {context.get_user_input()}"
+        if self.chunk_delay is None:
+            await updater.add_artifact([Part(text=answer)], name="answer")
+        else:
+            words = answer.split(" ")
+            for n, word in enumerate(words):
+                chunk = [Part(text=word if n == 0 else f" {word}")]
+                last = n == len(words) - 1
+                await updater.add_artifact(
+                    chunk, artifact_id="answer", name="answer", append=n > 0, last_chunk=last
+                )
+                await asyncio.sleep(self.chunk_delay)
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -64,14 +79,34 @@ class Echo(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
+class Handler(DefaultRequestHandler):
+    """The SDK's handler, counting the subscriptions to tasks it serves."""
+
+    subscriptions = 0
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        self.subscriptions += 1
+        async for event in super().on_subscribe_to_task(params, context):
+            yield event
+
+
 @dataclass
 class SdkAgent:
     url: str
     echo: Echo
+    handler: Handler
 
 
 @asynccontextmanager
-async def sdk_agent(version: str = "1.0", *, delay: float = 0.3) -> AsyncIterator[SdkAgent]:
+async def sdk_agent(
+    version: str = "1.0",
+    *,
+    delay: float = 0.3,
+    streaming: bool = False,
+    chunk_delay: float | None = None,
+) -> AsyncIterator[SdkAgent]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -84,15 +119,13 @@ async def sdk_agent(version: str = "1.0", *, delay: float = 0.3) -> AsyncIterato
         description="Echoes its input",
         version="1.0.0",
         supported_interfaces=[interface],
-        capabilities=AgentCapabilities(streaming=False),
+        capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="echo", description="Echoes", tags=["echo"])],
     )
-    echo = Echo(delay=delay)
-    handler = DefaultRequestHandler(
-        agent_executor=echo, task_store=InMemoryTaskStore(), agent_card=card
-    )
+    echo = Echo(delay=delay, chunk_delay=chunk_delay)
+    handler = Handler(agent_executor=echo, task_store=InMemoryTaskStore(), agent_card=card)
     routes = create_jsonrpc_routes(handler, "/a2a", enable_v0_3_compat=version == "0.3")
     app = Starlette(routes=[*create_agent_card_routes(card), *routes])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -102,7 +135,7 @@ async def sdk_agent(version: str = "1.0", *, delay: float = 0.3) -> AsyncIterato
             if serving.done():
                 serving.result()
             await asyncio.sleep(0.02)
-        yield SdkAgent(url=url, echo=echo)
+        yield SdkAgent(url=url, echo=echo, handler=handler)
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, timeout=30)

@@ -16,8 +16,10 @@ from taskservice.db.tasks import TaskStore
 from taskservice.models import AgentSpec, NewTask, Task
 from taskservice.states import TaskState
 from tests.conftest import allow_any_state, wait_for
+from tests.sse import Event, read_events
 
 SPEC = AgentSpec(profile="default", model="offline", system_prompt="be brief")
+STREAM = {"Accept": "text/event-stream"}
 
 
 async def new_task(store: TaskStore, *, tenant: str = "default", **fields: Any) -> Task:
@@ -126,3 +128,43 @@ async def until_state(
         return task if task["state"] in states else None
 
     return await wait_for(check, timeout=timeout)  # type: ignore[no-any-return]
+
+
+# -- task event streams -------------------------------------------------------------
+
+
+def rebuild(events: list[Event]) -> dict[tuple[int, int], dict[int, str]]:
+    """What a client rebuilds from the deltas: per (attempt, position), each part's
+    text; every delta must extend its part exactly where it ends."""
+    messages: dict[tuple[int, int], dict[int, str]] = {}
+    for event in events:
+        if event.event != "delta":
+            continue
+        assert event.id is None  # ephemeral: a reconnect resumes after the last event
+        delta = event.json()
+        parts = messages.setdefault((delta["attempt"], delta["position"]), {})
+        so_far = parts.get(delta["part"], "")
+        assert delta["offset"] == len(so_far), (delta, so_far)
+        parts[delta["part"]] = so_far + delta["text"]
+    return messages
+
+
+async def stream(
+    client: httpx.AsyncClient,
+    task_id: str,
+    *,
+    last_event_id: str | None = None,
+    deltas_before_leaving: int | None = None,
+) -> list[Event]:
+    headers = dict(STREAM)
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
+    events: list[Event] = []
+    async with client.stream("GET", f"/v1/tasks/{task_id}/events", headers=headers) as response:
+        assert response.status_code == 200
+        async for event in read_events(response):
+            events.append(event)
+            deltas = sum(e.event == "delta" for e in events)
+            if deltas_before_leaving is not None and deltas >= deltas_before_leaving:
+                break
+    return events

@@ -22,15 +22,19 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
+from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import LiveFactory, fresh_database, wait_for
 from tests.fakes.a2a_sdk_agent import sdk_agent
-from tests.integration.helpers import asks_for_a_colour, log_lines
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.integration.helpers import asks_for_a_colour, log_lines, rebuild, stream
 
 INPUT = "Summarise what durable delegation means."
+MODEL = "openai-chat:fake-gpt"
+ANSWER = " ".join(f"word{i}" for i in range(30))
 
 
 @pytest.fixture(scope="session")
@@ -310,12 +314,14 @@ async def test_a_remote_question_is_asked_here_and_its_answer_sent_on(
     assert (await remote_state(engine, task_id) or {})["answered"] == 1
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["polled", "streamed"])
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
 async def test_an_agent_on_the_official_sdk_is_delegated_to_in_the_version_its_card_says(
-    make_live: LiveFactory, tmp_path: Path, version: str
+    make_live: LiveFactory, tmp_path: Path, version: str, streaming: bool
 ) -> None:
+    """Followed by stream when its card says it streams, else polled."""
     async with (
-        sdk_agent(version) as remote,
+        sdk_agent(version, streaming=streaming) as remote,
         make_live(**delegating(tmp_path, remote.url)) as ours_server,
         httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
     ):
@@ -324,6 +330,57 @@ async def test_an_agent_on_the_official_sdk_is_delegated_to_in_the_version_its_c
     assert task["state"] == "completed", task
     assert task["result"] == f"echo: {INPUT}"
     assert remote.echo.received == [f"{task['id']}:1"]  # sent once
+    assert remote.handler.subscriptions == (1 if streaming else 0)
+
+
+async def test_a_remote_answer_written_in_chunks_reaches_our_streams_as_it_is_written(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    """The chunks of the remote's artifact, as the stream it is followed by brings
+    them, are the delegated task's live output: a client rebuilds the answer from
+    its deltas before the complete answer is persisted."""
+    async with (
+        sdk_agent(streaming=True, delay=0.1, chunk_delay=0.15) as remote,
+        make_live(**delegating(tmp_path, remote.url)) as ours_server,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
+        task_id = submitted.json()["id"]
+        events = await stream(ours, task_id)
+        task = (await ours.get(f"/v1/tasks/{task_id}")).json()
+    answer = f"echo: {INPUT}"
+    assert task["result"] == answer
+    assert rebuild(events) == {(1, 1): {0: answer}}
+    deltas = [i for i, e in enumerate(events) if e.event == "delta"]
+    messages = {
+        e.json()["data"]["position"]: i for i, e in enumerate(events) if e.event == "message"
+    }
+    assert len(deltas) >= 3  # a word at a time, not the answer whole
+    assert max(deltas) < messages[1]  # before the answer is persisted
+    assert remote.handler.subscriptions == 1
+
+
+async def test_a_remote_taskservice_streams_its_models_answer_through_to_ours(
+    make_live: LiveFactory, remote_database_url: str, tmp_path: Path
+) -> None:
+    """A remote taskservice sent a message by delegation (not a blocking send) streams
+    its model's response; its artifact chunks become the delegated task's deltas."""
+    with FakeOpenAI() as fake, override_allow_model_requests(True):
+        fake.queue(Reply(text=ANSWER, delay=0.3, chunk_delay=0.02))
+        remote = {
+            "openai_base_url": fake.base_url,
+            "openai_api_key": "sk-test",
+            "allowed_models": ["offline", MODEL],
+            "default_model": MODEL,
+        }
+        async with delegation(make_live, remote_database_url, tmp_path, **remote) as both:
+            task_id = await both.delegate(INPUT)
+            events = await stream(both.ours, task_id)
+            task = (await both.ours.get(f"/v1/tasks/{task_id}")).json()
+        assert fake.requests[0]["stream"] is True
+    assert task["result"] == ANSWER
+    assert rebuild(events) == {(1, 1): {0: ANSWER}}
+    assert sum(e.event == "delta" for e in events) >= 3
 
 
 def asks_the_helper() -> FunctionModel:

@@ -27,11 +27,10 @@ from taskservice.states import TaskState
 from taskservice.worker.live_output import LiveWriter
 from tests.conftest import LiveFactory, wait_for
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.integration.helpers import force_state, new_task
+from tests.integration.helpers import STREAM, force_state, new_task, rebuild, stream
 from tests.sse import Event, read_events
 
 MODEL = "openai-chat:fake-gpt"
-STREAM = {"Accept": "text/event-stream"}
 WORDS = [f"word{i}" for i in range(40)]
 ANSWER = " ".join(WORDS)
 
@@ -55,43 +54,6 @@ def provider(fake: FakeOpenAI, **more: Any) -> dict[str, Any]:
         "allowed_models": ["offline", MODEL],
         **more,
     }
-
-
-def rebuild(events: list[Event]) -> dict[tuple[int, int], dict[int, str]]:
-    """What a client rebuilds from the deltas: per (attempt, position), each part's
-    text; every delta must extend its part exactly where it ends."""
-    messages: dict[tuple[int, int], dict[int, str]] = {}
-    for event in events:
-        if event.event != "delta":
-            continue
-        assert event.id is None  # ephemeral: a reconnect resumes after the last event
-        delta = event.json()
-        parts = messages.setdefault((delta["attempt"], delta["position"]), {})
-        so_far = parts.get(delta["part"], "")
-        assert delta["offset"] == len(so_far), (delta, so_far)
-        parts[delta["part"]] = so_far + delta["text"]
-    return messages
-
-
-async def stream(
-    client: httpx.AsyncClient,
-    task_id: str,
-    *,
-    last_event_id: str | None = None,
-    deltas_before_leaving: int | None = None,
-) -> list[Event]:
-    headers = dict(STREAM)
-    if last_event_id is not None:
-        headers["Last-Event-ID"] = last_event_id
-    events: list[Event] = []
-    async with client.stream("GET", f"/v1/tasks/{task_id}/events", headers=headers) as response:
-        assert response.status_code == 200
-        async for event in read_events(response):
-            events.append(event)
-            deltas = sum(e.event == "delta" for e in events)
-            if deltas_before_leaving is not None and deltas >= deltas_before_leaving:
-                break
-    return events
 
 
 async def submit(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
@@ -267,19 +229,34 @@ def streamed(fake: FakeOpenAI) -> list[bool]:
     return [bool(body.get("stream")) for body in fake.requests]
 
 
-async def test_a_task_sent_without_a_stream_is_not_streamed_and_a_rest_task_is(
+async def waited_for(client: httpx.AsyncClient) -> tuple[asyncio.Task[dict[str, Any]], str]:
+    """A blocking `SendMessage` under way (a quiet task), and its task's id."""
+    before = {t["id"] for t in (await client.get("/v1/tasks")).json()["tasks"]}
+    sending = asyncio.create_task(a2a_send(client, wait=True))
+
+    async def created() -> str | None:
+        now = {t["id"] for t in (await client.get("/v1/tasks")).json()["tasks"]}
+        return next(iter(now - before), None)
+
+    return sending, await wait_for(created)
+
+
+async def test_a_blocking_send_is_not_streamed_and_a_rest_or_non_blocking_one_is(
     make_live: LiveFactory, fake: FakeOpenAI, engine: AsyncEngine
 ) -> None:
-    fake.queue(Reply(text=ANSWER, chunk_delay=0.01), Reply(text=ANSWER, chunk_delay=0.01))
+    fake.queue(*(Reply(text=ANSWER, chunk_delay=0.01) for _ in range(3)))
     async with two_replicas(make_live, fake) as (worker, _api):
         sent = await a2a_send(worker, wait=True)
         assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
         assert sent["artifacts"][0]["parts"] == [{"text": ANSWER}]
         rest = await submit(worker)
         await stream(worker, rest["id"])
+        not_waited = await a2a_send(worker, wait=False)  # its sender follows it
+        await stream(worker, not_waited["id"])
     assert await quiet(engine, sent["id"])
     assert not await quiet(engine, rest["id"])
-    assert streamed(fake) == [False, True]
+    assert not await quiet(engine, not_waited["id"])
+    assert streamed(fake) == [False, True, True]
 
 
 async def test_a_stream_asking_for_a_quiet_tasks_output_gets_its_next_response_streamed(
@@ -291,11 +268,13 @@ async def test_a_stream_asking_for_a_quiet_tasks_output_gets_its_next_response_s
         Reply(text=ANSWER, chunk_delay=0.02),
     )
     async with two_replicas(make_live, fake) as (worker, api):
-        sent = await a2a_send(worker, wait=False)
-        assert await quiet(engine, sent["id"])
+        sending, task_id = await waited_for(worker)
+        assert await quiet(engine, task_id)
         await wait_for(lambda: fake.requests)  # its first model request is under way
-        events = await stream(api, sent["id"])  # on the replica without workers
-    assert not await quiet(engine, sent["id"])
+        events = await stream(api, task_id)  # on the replica without workers
+        sent = await asyncio.wait_for(sending, 30)
+    assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert not await quiet(engine, task_id)
     assert streamed(fake) == [False, True]
     # The response under way when the stream asked came whole; the next, token by token.
     assert rebuild(events) == {(1, 3): {0: ANSWER}}
@@ -310,11 +289,12 @@ async def test_a_quiet_task_asked_for_before_its_claim_streams_its_first_respons
         make_live(**provider(fake, workers_enabled=False)) as api_only,
         httpx.AsyncClient(base_url=api_only.url, timeout=30) as api,
     ):
-        sent = await a2a_send(api, wait=False)  # nobody runs it yet
-        watching = asyncio.create_task(stream(api, sent["id"]))
-        await wait_for(lambda: asked(engine, sent["id"]))  # the stream asked
+        sending, task_id = await waited_for(api)  # nobody runs it yet
+        watching = asyncio.create_task(stream(api, task_id))
+        await wait_for(lambda: asked(engine, task_id))  # the stream asked
         async with make_live(**provider(fake, workers_enabled=True)):
             events = await asyncio.wait_for(watching, 30)
+            await asyncio.wait_for(sending, 30)
     assert streamed(fake) == [True]
     assert rebuild(events) == {(1, 1): {0: ANSWER}}
 

@@ -128,7 +128,9 @@ class A2AHandler:
     async def send(self, request: SendRequest) -> View:
         """The message's task; when the request waits, once the task is finished or
         waits for input (or the wait cap has passed)."""
-        task = await self.deliver(request, quiet=True)  # no stream: its answer, or a poll
+        # A sender that waits is not streamed to (its answer comes whole); one that
+        # returns at once is about to follow the task, by a stream perhaps.
+        task = await self.deliver(request, quiet=request.wait)
         if request.wait:
             task = await self.service.settle(task, self.service.settings.max_wait_seconds)
         return await self.view(task, request.history_length)

@@ -4,10 +4,19 @@ card says), and followed until it settles.
 
 ```
 claim ─▶ message id in tasks.remote (fenced) ─▶ SendMessage (returnImmediately)
-      ─▶ the remote task's id in tasks.remote ─▶ GetTask, every 0.25 → 2 s (a `log`
-         line for each state seen) ─▶ outcome
+      ─▶ the remote task's id in tasks.remote ─▶ followed: SubscribeToTask when the
+         card says the agent streams, else GetTask every 0.25 → 2 s (a `log` line
+         for each state seen; the answer's chunks as live output) ─▶ GetTask ─▶ outcome
 a later claim (the worker died, or was stopped) ─▶ the same remote task, followed again
 ```
+
+Following by stream is how the task learns at once of what the remote does; what
+it learns that way is never relied on: when the stream says the task settled (or
+ends, or breaks), the task as GetTask gives it is what counts, and a stream that
+breaks is opened again (an agent that refuses to stream it is polled instead). The
+text of the answer's artifacts, as their chunks arrive, is this task's live output
+(`live_output`: `delta` events of the response after the prompt, as a local model's
+would be), the complete answer persisted as that response at the end.
 
 The message id is written before the message is sent, so a worker that dies between
 the two is followed by one that sends the *same* message again, which an A2A agent
@@ -36,14 +45,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from a2a.client import Client, ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
+from a2a.server.tasks.task_manager import append_artifact_to_task
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -51,6 +62,8 @@ from a2a.types import (
     Part,
     Role,
     SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
 )
 from a2a.types import Task as RemoteTask
 from a2a.types import TaskState as RemoteState
@@ -59,7 +72,10 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
     TextPart,
+    TextPartDelta,
     UserPromptPart,
 )
 from pydantic_ai.usage import RunUsage
@@ -70,6 +86,7 @@ from taskservice.remote_agents import RemoteAgent
 from taskservice.settings import Settings
 from taskservice.webhooks.targets import AllowList, UnsafeTarget, resolve
 from taskservice.worker.ledger import RunLedger
+from taskservice.worker.live_output import LiveOutput
 from taskservice.worker.outcomes import Completed, Ended, Failed, NeedsInput
 
 log = logging.getLogger(__name__)
@@ -109,6 +126,73 @@ def _state_name(state: int) -> str:
     return str(RemoteState.Name(state)).removeprefix("TASK_STATE_").lower()
 
 
+def _answer_text(task: RemoteTask) -> str:
+    """The text of the task's artifacts: an artifact's text parts run on (an
+    artifact streamed in chunks is one text, whose chunks its parts are), artifacts
+    a line apart."""
+    texts = ("".join(part.text for part in artifact.parts) for artifact in task.artifacts)
+    return "\n".join(text for text in texts if text)
+
+
+def _applied(task: RemoteTask, event: StreamResponse) -> RemoteTask:
+    """`task` as an event of its stream leaves it."""
+    if event.HasField("task"):
+        return event.task
+    if event.HasField("status_update"):
+        task.status.CopyFrom(event.status_update.status)
+    elif event.HasField("artifact_update"):
+        append_artifact_to_task(task, event.artifact_update)
+    return task
+
+
+def _unreachable(exc: Exception) -> bool:
+    """The call got no answer (the SDK says so with the transport's error as the
+    cause), as opposed to an answer refusing it."""
+    return isinstance(exc, httpx.TransportError) or isinstance(exc.__cause__, httpx.TransportError)
+
+
+@dataclass(slots=True)
+class _Link:
+    """The SDK's clients of a remote agent: `client` for calls, `streams` for
+    following a task by stream (None: the agent's card says it does not stream)."""
+
+    client: Client
+    streams: Client | None
+
+
+@dataclass(slots=True)
+class _Answer:
+    """The remote's answer as it is written, as this task's live output: the text of
+    its artifacts, which chunks extend (one that is replaced by a text it does not
+    begin is not streamed further; the complete answer, persisted, says it all)."""
+
+    live: LiveOutput | None
+    position: int  # the message the answer will be: the response after the prompt
+    shown: str = ""
+    diverged: bool = False
+
+    def show(self, text: str) -> None:
+        if self.live is None or self.live.quiet or self.diverged or text == self.shown:
+            return
+        if not text.startswith(self.shown):
+            self.diverged = True
+            return
+        if not self.shown:
+            self.live.begin(self.position)
+            self.live.feed(PartStartEvent(index=0, part=TextPart(text)))
+        else:
+            delta = TextPartDelta(content_delta=text[len(self.shown) :])
+            self.live.feed(PartDeltaEvent(index=0, delta=delta))
+        self.shown = text
+
+    async def end(self, result: str) -> None:
+        """The answer is complete: its rest is sent, before it is persisted."""
+        if self.live is None or not self.shown:
+            return
+        self.show(result)
+        await self.live.end()
+
+
 class Delegator:
     """Runs delegated tasks (see the module docstring)."""
 
@@ -116,16 +200,21 @@ class Delegator:
         self.allow = AllowList.parse(settings.webhook_allow_targets)
         self.allow_http = settings.webhook_allow_http
 
-    async def run(self, task: Task, ledger: RunLedger, agent: RemoteAgent) -> Ended:
+    async def run(
+        self, task: Task, ledger: RunLedger, agent: RemoteAgent, live: LiveOutput | None = None
+    ) -> Ended:
+        """`live`: where the answer's chunks go as they arrive (None: nowhere)."""
         state = dict(task.remote or {})
+        answer = _Answer(live, position=ledger.position + 1)
         try:
-            async with self._client(agent) as client:
+            async with self._link(agent) as link:
+                client = link.client
                 remote = await self._remote_task(task, ledger, agent, client, state)
                 if isinstance(remote, str):  # answered at once with a message
-                    return await self._completed(task, ledger, remote)
+                    return await self._completed(task, ledger, remote, answer)
                 remote = await self._forward_answer(task, ledger, client, remote, state)
                 try:
-                    remote = await self._until_settled(ledger, client, remote)
+                    remote = await self._until_settled(ledger, link, remote, answer)
                 except asyncio.CancelledError:
                     if ledger.cancelled:  # not a shutdown: the remote task goes too
                         await asyncio.shield(self._cancel(client, task, remote.id))
@@ -134,8 +223,8 @@ class Delegator:
             return Failed({"type": "remote_unavailable", "message": str(exc)}, ledger.usage)
         settled = remote.status.state
         if settled == RemoteState.TASK_STATE_COMPLETED:
-            result = _text(p for artifact in remote.artifacts for p in artifact.parts)
-            return await self._completed(task, ledger, result or _status_text(remote))
+            result = _answer_text(remote) or _status_text(remote)
+            return await self._completed(task, ledger, result, answer)
         said = _status_text(remote)
         if settled == RemoteState.TASK_STATE_INPUT_REQUIRED:
             return await self._ask(ledger, remote, state, said)
@@ -243,26 +332,52 @@ class Delegator:
         raise RemoteError("the remote agent answered the message with neither a task nor a message")
 
     async def _until_settled(
-        self, ledger: RunLedger, client: Client, remote: RemoteTask
+        self, ledger: RunLedger, link: _Link, remote: RemoteTask, answer: _Answer
     ) -> RemoteTask:
-        """The remote task once it settled (ended, or waits for input), polled; each
-        state it is seen in on the way is a `log` line of this task, with its status
-        message."""
+        """The remote task once it settled (ended, or waits for input), followed by
+        stream when the agent streams, else polled; each state it is seen in on the
+        way is a `log` line of this task, with its status message, and the answer's
+        text is shown as it grows."""
+        streams = link.streams
         delay = _FIRST_POLL
-        seen = None
-        while True:
-            status = (remote.status.state, _status_text(remote))
-            if status != seen:
-                said = f": {status[1]}" if status[1] else ""
-                await ledger.log(
-                    "info", f"remote task {remote.id} is {_state_name(status[0])}{said}"
-                )
-                seen = status
-            if status[0] in _SETTLED:
-                return remote
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _LAST_POLL)
-            remote = await self._retried(partial(client.get_task, GetTaskRequest(id=remote.id)))
+        seen = await self._seen(ledger, remote, None)
+        while remote.status.state not in _SETTLED:
+            if streams is not None:
+                request = SubscribeToTaskRequest(id=remote.id)
+                # An async generator (closed at once when the run is cancelled).
+                stream = cast(AsyncGenerator[StreamResponse], streams.subscribe(request))
+                try:
+                    async with aclosing(stream) as events:
+                        async for event in events:
+                            remote = _applied(remote, event)
+                            seen = await self._seen(ledger, remote, seen)
+                            answer.show(_answer_text(remote))
+                            if remote.status.state in _SETTLED:
+                                break
+                except (httpx.TransportError, A2AError) as exc:
+                    if not _unreachable(exc):
+                        log.info("remote task %s: no stream (%s); polling it", remote.id, exc)
+                        streams = None
+            if remote.status.state not in _SETTLED:  # polled, or a stream ended or broke
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _LAST_POLL)
+            # What counts: the task as the remote has it (a stream may have missed some).
+            get = partial(link.client.get_task, GetTaskRequest(id=remote.id))
+            remote = await self._retried(get)
+            seen = await self._seen(ledger, remote, seen)
+            answer.show(_answer_text(remote))
+        return remote
+
+    async def _seen(
+        self, ledger: RunLedger, remote: RemoteTask, seen: tuple[int, str] | None
+    ) -> tuple[int, str]:
+        """The remote task's state and status message, a `log` line when they are
+        not `seen` (the last logged)."""
+        status = (remote.status.state, _status_text(remote))
+        if status != seen:
+            said = f": {status[1]}" if status[1] else ""
+            await ledger.log("info", f"remote task {remote.id} is {_state_name(status[0])}{said}")
+        return status
 
     async def _cancel(self, client: Client, task: Task, remote_id: str) -> None:
         """Cancel the remote task of a task that was cancelled (best effort: the task
@@ -275,9 +390,12 @@ class Delegator:
         else:
             log.info("task %s: cancelled; so is remote task %s", task.id, remote_id)
 
-    async def _completed(self, task: Task, ledger: RunLedger, result: str) -> Completed:
-        """The remote's answer as this task's result, and its conversation recorded
-        as a local run's would be."""
+    async def _completed(
+        self, task: Task, ledger: RunLedger, result: str, answer: _Answer
+    ) -> Completed:
+        """The remote's answer as this task's result (its live output ended), and
+        its conversation recorded as a local run's would be."""
+        await answer.end(result)
         conversation: list[ModelMessage] = [
             ModelRequest(parts=[UserPromptPart(as_text(task.input))]),
             ModelResponse(parts=[TextPart(result)], model_name=task.agent.model),
@@ -293,10 +411,7 @@ class Delegator:
             try:
                 return await call()
             except (httpx.TransportError, A2AError) as exc:
-                unreachable = isinstance(exc, httpx.TransportError) or isinstance(
-                    exc.__cause__, httpx.TransportError
-                )
-                if not unreachable:
+                if not _unreachable(exc):
                     raise RemoteError(f"the remote agent refused the call: {exc}") from exc
                 if attempt == _TRANSPORT_RETRIES:
                     raise RemoteError(f"the remote agent cannot be reached: {exc}") from exc
@@ -306,8 +421,8 @@ class Delegator:
         raise AssertionError("unreachable")
 
     @asynccontextmanager
-    async def _client(self, agent: RemoteAgent) -> AsyncIterator[Client]:
-        """The SDK's client for the agent, from its card (read for each delegation:
+    async def _link(self, agent: RemoteAgent) -> AsyncIterator[_Link]:
+        """The SDK's clients for the agent, from its card (read for each delegation:
         a card that changed holds at once), every request's URL checked first."""
         headers = {"Authorization": f"Bearer {token}"} if (token := agent.token()) else {}
 
@@ -325,12 +440,20 @@ class Delegator:
                 card = parse_agent_card(response.json())
             except (httpx.HTTPStatusError, ValueError) as exc:
                 raise RemoteError(f"cannot read the agent card at {agent.card}: {exc}") from exc
+            # Messages are sent without a stream (the send returns once the remote
+            # task exists, whose id is then written); tasks are followed by one.
             config = ClientConfig(streaming=False, httpx_client=http)
             client = await create_client(card, client_config=config)
+            streams = None
+            if card.capabilities.streaming:
+                config = ClientConfig(streaming=True, httpx_client=http)
+                streams = await create_client(card, client_config=config)
             try:
-                yield client
+                yield _Link(client, streams)
             finally:
                 await client.close()
+                if streams is not None:
+                    await streams.close()
 
 
 async def _collect(client: Client, request: SendMessageRequest) -> list[Any]:

@@ -130,15 +130,18 @@ class Executor:
             if self.delegator is None:
                 message = "delegation to remote A2A agents is not available in this worker"
                 return Failed({"type": "configuration_error", "message": message}, ledger.usage)
-            return await self.delegator.run(task, ledger, profile.remote)
+            live = self._live_output(task, ledger)
+            try:
+                return await self.delegator.run(task, ledger, profile.remote, live)
+            finally:
+                if live is not None:
+                    live.close()
         try:
             agent = self.catalog.build(task.agent)
         except UserError as exc:  # e.g. an unknown provider or a missing API key
             return Failed(failure_of(exc), ledger.usage)
         history, settled = await ledger.resume_state()
-        live = None
-        if self.live is not None and streams(agent):
-            live = self.live.output(task_id=task.id, attempt=ledger.lease.attempt, quiet=task.quiet)
+        live = self._live_output(task, ledger) if streams(agent) else None
         gate = None
         if self.budgets is not None:
             gate = RunGate(self.budgets, model=task.agent.model, paid=task.paid_slot)
@@ -186,3 +189,8 @@ class Executor:
         if isinstance(output, DeferredToolRequests):
             return NeedsInput(waiting_for(output), ledger.usage)
         return Completed(output, ledger.usage)
+
+    def _live_output(self, task: Task, ledger: RunLedger) -> LiveOutput | None:
+        if self.live is None:
+            return None
+        return self.live.output(task_id=task.id, attempt=ledger.lease.attempt, quiet=task.quiet)
