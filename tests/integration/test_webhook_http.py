@@ -6,11 +6,12 @@ import ipaddress
 import ssl
 
 import httpcore
+import httpx
 import pytest
 import trustme
 
-from taskservice.webhooks.http import Sender
-from taskservice.webhooks.targets import AllowList, Target, resolve
+from taskservice.webhooks.http import CheckedTransport, Sender
+from taskservice.webhooks.targets import AllowList, Target, UnsafeTarget, resolve
 from tests.fakes.webhook_receiver import Receiver
 
 
@@ -86,3 +87,36 @@ async def test_tls_is_verified_for_the_registered_name_not_the_pinned_address(
                     await sender.post(target, b"{}", {"webhook-id": "msg_tls"})
             await sender.aclose()
     assert [r.webhook_id for r in receiver.received] == (["msg_tls"] if verified else [])
+
+
+# -- other outbound calls (delegation): an httpx transport, checked and pinned ----
+
+
+async def test_a_checked_transport_connects_to_the_checked_address_with_the_host_name() -> None:
+    """`agents.internal` resolves only through the resolver of the check (nothing
+    else knows it): the request reaches 127.0.0.1, with its name in `Host`."""
+    asked: list[str] = []
+
+    async def resolver(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"]
+
+    transport = CheckedTransport(
+        allow=AllowList.parse(["127.0.0.1/32"]), allow_http=True, resolver=resolver
+    )
+    async with Receiver() as receiver, httpx.AsyncClient(transport=transport) as client:
+        url = f"http://agents.internal:{receiver.port}/a2a"
+        answers = [await client.post(url, json={"n": n}) for n in range(2)]
+    assert [a.status_code for a in answers] == [200, 200]
+    assert asked == ["agents.internal", "agents.internal"]  # each request checked
+    assert [r.headers["host"] for r in receiver.received] == [
+        f"agents.internal:{receiver.port}"
+    ] * 2
+
+
+async def test_a_checked_transport_refuses_an_address_that_is_not_allowed() -> None:
+    transport = CheckedTransport(allow=AllowList(), allow_http=True, resolver=pinned_to_loopback)
+    async with Receiver() as receiver, httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(UnsafeTarget, match="loopback"):
+            await client.post(f"http://agents.internal:{receiver.port}/a2a", json={})
+    assert receiver.received == []

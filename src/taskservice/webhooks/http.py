@@ -7,6 +7,10 @@ connect. The URL keeps the real host name, so the `Host` header, TLS SNI and
 certificate verification are for the name the subscriber registered, and pooled
 connections are never shared between host names. httpcore does not follow redirects;
 a 3xx is a failed attempt like any other non-2xx answer.
+
+`CheckedTransport` gives other outbound calls (delegation to remote agents, made by
+the A2A SDK's httpx client) the same guarantee: each request's URL checked, its
+host pinned to the addresses that passed, the connection made only to one of them.
 """
 
 from __future__ import annotations
@@ -23,8 +27,16 @@ from urllib.parse import urlsplit
 
 import certifi
 import httpcore
+import httpx
 
-from taskservice.webhooks.targets import IPAddress, Target
+from taskservice.webhooks.targets import (
+    AllowList,
+    IPAddress,
+    Resolver,
+    Target,
+    resolve,
+    system_resolver,
+)
 
 USER_AGENT = "taskservice-webhooks/1"
 _MAX_RESPONSE_BYTES = 65_536  # read (and discard) at most this much of an answer
@@ -77,6 +89,47 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+class CheckedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport that checks each request's URL as a webhook target's
+    (`targets.resolve`: `UnsafeTarget` if it may not be called) and connects only to
+    the addresses that passed (`PinnedBackend`), keeping the host name for `Host`,
+    SNI and certificate verification. Redirects are the client's (httpx follows
+    none unless asked), each one a request checked here."""
+
+    def __init__(
+        self,
+        *,
+        allow: AllowList,
+        allow_http: bool,
+        resolver: Resolver = system_resolver,
+        ssl_context: ssl.SSLContext | None = None,  # default: the system's CAs via certifi
+    ) -> None:
+        self.allow = allow
+        self.allow_http = allow_http
+        self.resolver = resolver
+        self._backend = PinnedBackend()
+        self._inner = httpx.AsyncHTTPTransport()
+        # httpx takes no network backend of its own: its pool (which the rest of the
+        # transport, mapping requests, responses and errors, uses) is made with ours.
+        self._inner._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context or ssl.create_default_context(cafile=certifi.where()),
+            max_connections=100,  # httpx's defaults
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            network_backend=self._backend,
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        target = await resolve(
+            str(request.url), allow=self.allow, allow_http=self.allow_http, resolver=self.resolver
+        )
+        self._backend.pin(target.host, target.port, target.addresses)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 @dataclass(frozen=True, slots=True)

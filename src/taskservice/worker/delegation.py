@@ -38,7 +38,8 @@ its final message's) as the result, the conversation recorded as for a local run
 `failed`, `rejected` or `canceled` as a failure carrying the remote's message. A
 transport error is retried with backoff (the task's timeout bounds the whole
 delegation); the card's URL and every URL called are checked like webhook targets
-(`webhooks.targets`: https unless allowed, no internal address unless allow-listed).
+(`webhooks.targets`: https unless allowed, no internal address unless allow-listed),
+and connected to only at the addresses checked (`webhooks.http.CheckedTransport`).
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ from taskservice.content import as_text
 from taskservice.models import Task
 from taskservice.remote_agents import RemoteAgent
 from taskservice.settings import Settings
-from taskservice.webhooks.targets import AllowList, UnsafeTarget, resolve
+from taskservice.webhooks.http import CheckedTransport
+from taskservice.webhooks.targets import AllowList, UnsafeTarget
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput
 from taskservice.worker.outcomes import Completed, Ended, Failed, NeedsInput
@@ -423,16 +425,12 @@ class Delegator:
     @asynccontextmanager
     async def _link(self, agent: RemoteAgent) -> AsyncIterator[_Link]:
         """The SDK's clients for the agent, from its card (read for each delegation:
-        a card that changed holds at once), every request's URL checked first."""
+        a card that changed holds at once), every request's URL checked first and
+        its connection pinned to the addresses checked (`CheckedTransport`)."""
         headers = {"Authorization": f"Bearer {token}"} if (token := agent.token()) else {}
-
-        async def checked(request: httpx.Request) -> None:
-            await resolve(str(request.url), allow=self.allow, allow_http=self.allow_http)
-
+        checked = CheckedTransport(allow=self.allow, allow_http=self.allow_http)
         async with httpx.AsyncClient(
-            timeout=httpx.Timeout(30, connect=10),
-            headers=headers,
-            event_hooks={"request": [checked]},
+            transport=checked, timeout=httpx.Timeout(30, connect=10), headers=headers
         ) as http:
             try:
                 response = await self._retried(partial(http.get, agent.card))
