@@ -237,6 +237,13 @@ class Settings(BaseSettings):
         description="agent runs at once per process: runs mostly wait on their model, "
         "and a waiting run holds about 115 KiB and no database connection",
     )
+    delegation_concurrency: int = Field(
+        default=256,
+        ge=0,
+        description="delegated tasks (`a2a` profiles) followed at once per process besides "
+        "`WORKER_CONCURRENCY`: each waits on its remote agent with one connection; beyond "
+        "this, they take worker slots",
+    )
     tenant_max_running: int | None = Field(
         default=None, description="running tasks per tenant across all workers; unset: no cap"
     )

@@ -5,6 +5,7 @@ later claim follows the same remote task and the remote gets the message once.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -427,3 +428,30 @@ async def test_a_local_agent_asks_a_remote_one_and_waits_without_a_worker(
     # Parked on the subtask (no worker held), resumed when it ended.
     assert states == ["pending", "running", "input_required", "running", "completed"]
     assert remote.echo.received == [f"{child['id']}:1"]
+
+
+@pytest.mark.parametrize(("delegations", "at_once"), [(256, 3), (0, 1)])
+async def test_delegated_tasks_take_no_worker_slot_up_to_the_delegation_cap(
+    make_live: LiveFactory, tmp_path: Path, delegations: int, at_once: int
+) -> None:
+    """One worker slot: three delegated tasks are all sent at once, and a local
+    task runs meanwhile, unless the cap is 0 (then they take the slot in turn)."""
+    async with sdk_agent(delay=2.0) as remote:
+        settings = delegating(tmp_path, remote.url) | {
+            "worker_concurrency": 1,
+            "delegation_concurrency": delegations,
+        }
+        async with (
+            make_live(**settings) as ours_server,
+            httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+        ):
+            for n in range(3):
+                body = {"input": f"{INPUT} {n}", "agent": "helper"}
+                assert (await ours.post("/v1/tasks", json=body)).status_code == 201
+            await wait_for(lambda: remote.echo.received)
+            local = (await ours.post("/v1/tasks", json={"input": "hello"})).json()
+            await asyncio.sleep(1.0)  # well within the remote's 2 s
+            sent = len(remote.echo.received)
+            local_state = (await ours.get(f"/v1/tasks/{local['id']}")).json()["state"]
+    assert sent == at_once
+    assert local_state == ("completed" if delegations else "pending")

@@ -46,12 +46,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
+import certifi
 import httpx
 from a2a.client import Client, ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
@@ -201,6 +203,8 @@ class Delegator:
     def __init__(self, settings: Settings) -> None:
         self.allow = AllowList.parse(settings.webhook_allow_targets)
         self.allow_http = settings.webhook_allow_http
+        # One for every delegation: loading the CAs costs milliseconds of CPU.
+        self.ssl = ssl.create_default_context(cafile=certifi.where())
 
     async def run(
         self, task: Task, ledger: RunLedger, agent: RemoteAgent, live: LiveOutput | None = None
@@ -428,7 +432,9 @@ class Delegator:
         a card that changed holds at once), every request's URL checked first and
         its connection pinned to the addresses checked (`CheckedTransport`)."""
         headers = {"Authorization": f"Bearer {token}"} if (token := agent.token()) else {}
-        checked = CheckedTransport(allow=self.allow, allow_http=self.allow_http)
+        checked = CheckedTransport(
+            allow=self.allow, allow_http=self.allow_http, ssl_context=self.ssl
+        )
         async with httpx.AsyncClient(
             transport=checked, timeout=httpx.Timeout(30, connect=10), headers=headers
         ) as http:

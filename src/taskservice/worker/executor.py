@@ -121,6 +121,12 @@ class Executor:
         self.budgets = budgets
         self.delegator = delegator
 
+    def delegates(self, task: Task) -> bool:
+        """Whether the task's run is a delegation (a remote agent's work: it waits
+        on the network, holding no model and little memory)."""
+        profile = self.catalog.profile(task.agent.profile)
+        return self.delegator is not None and profile is not None and profile.remote is not None
+
     async def run(self, task: Task, ledger: RunLedger) -> Outcome:
         profile = self.catalog.profile(task.agent.profile)
         if profile is None:

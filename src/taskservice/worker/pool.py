@@ -12,6 +12,10 @@
 Recovering other workers' tasks is the reaper's (`worker.reaper`), which every
 process runs, workers or not.
 
+A slot is one agent run (`worker_concurrency`); a delegated task's run (an `a2a`
+profile's: it waits on a remote agent) takes none, up to `delegation_concurrency`
+of them, beyond which they take slots too.
+
 Every write is fenced on (state, lease owner, attempt): a worker that lost its task
 writes nothing more. On shutdown the pool stops claiming, lets runs finish within
 a grace period, then stops the rest and releases their leases so that another
@@ -94,12 +98,15 @@ class WorkerPool:
         self._claims = ClaimLoop(
             "worker claim",
             capacity=settings.worker_concurrency,
-            busy=lambda: len(self._runs),
+            busy=lambda: len(self._runs) - len(self._delegations),
             claim=self._claim,
             start=self._start,
             poll_interval=settings.poll_interval,
         )
         self._runs: dict[uuid.UUID, asyncio.Task[None]] = {}
+        # Runs that delegate to a remote agent, up to `delegation_concurrency`: they
+        # wait on the network, and take no worker slot.
+        self._delegations: set[uuid.UUID] = set()
         self._ledgers: dict[uuid.UUID, RunLedger] = {}
         self._leases: dict[uuid.UUID, Lease] = {}
         # Runs writing their outcome: the fenced write decides whether it still
@@ -206,6 +213,10 @@ class WorkerPool:
         lease = task.lease
         assert lease is not None
         self._leases[task.id] = lease
+        if len(
+            self._delegations
+        ) < self.settings.delegation_concurrency and self.executor.delegates(task):
+            self._delegations.add(task.id)
         self.heartbeat.hold(task.id, lease.attempt)
         self._runs[task.id] = asyncio.create_task(
             self._execute(task, lease, waited), name=f"run-{task.id}"
@@ -273,6 +284,7 @@ class WorkerPool:
             self.heartbeat.drop(task.id)
             self._finishing.discard(task.id)
             self._runs.pop(task.id, None)
+            self._delegations.discard(task.id)
             self._leases.pop(task.id, None)
             self._ledgers.pop(task.id, None)
             # A slot is free. Under a tenant cap a finished run may also have made
