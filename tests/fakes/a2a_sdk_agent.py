@@ -2,8 +2,8 @@
 an echo agent that answers `echo: <input>` as an artifact `delay` after it started
 (or, with `chunk_delay`, writes it a word at a time, each word an appended chunk of
 the artifact), and notes every message id it receives. Its card offers one
-interface: JSON-RPC of A2A 1.0, or of 0.3 (the SDK's compatibility layer), as asked,
-and says it streams (`SubscribeToTask`) when asked to."""
+interface: JSON-RPC or HTTP+JSON, of A2A 1.0 or of 0.3 (the SDK's compatibility
+layer), as asked, and says it streams (`SubscribeToTask`) when asked to."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from a2a.server.events import Event, EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+from a2a.server.routes.rest_routes import create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
@@ -106,13 +107,15 @@ async def sdk_agent(
     delay: float = 0.3,
     streaming: bool = False,
     chunk_delay: float | None = None,
+    binding: str = "JSONRPC",
 ) -> AsyncIterator[SdkAgent]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
+    path = "/rest" if binding == "HTTP+JSON" else "/a2a"
     interface = AgentInterface(
-        url=f"{url}/a2a", protocol_binding="JSONRPC", protocol_version=version
+        url=f"{url}{path}", protocol_binding=binding, protocol_version=version
     )
     card = AgentCard(
         name="echo",
@@ -126,7 +129,11 @@ async def sdk_agent(
     )
     echo = Echo(delay=delay, chunk_delay=chunk_delay)
     handler = Handler(agent_executor=echo, task_store=InMemoryTaskStore(), agent_card=card)
-    routes = create_jsonrpc_routes(handler, "/a2a", enable_v0_3_compat=version == "0.3")
+    compat = version == "0.3"
+    if binding == "HTTP+JSON":
+        routes = create_rest_routes(handler, enable_v0_3_compat=compat, path_prefix=path)
+    else:  # JSON-RPC, whatever else the card says (a card offering what nobody serves)
+        routes = create_jsonrpc_routes(handler, path, enable_v0_3_compat=compat)
     app = Starlette(routes=[*create_agent_card_routes(card), *routes])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     serving = asyncio.create_task(server.serve())

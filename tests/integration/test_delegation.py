@@ -316,13 +316,15 @@ async def test_a_remote_question_is_asked_here_and_its_answer_sent_on(
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["polled", "streamed"])
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
 async def test_an_agent_on_the_official_sdk_is_delegated_to_in_the_version_its_card_says(
-    make_live: LiveFactory, tmp_path: Path, version: str, streaming: bool
+    make_live: LiveFactory, tmp_path: Path, version: str, binding: str, streaming: bool
 ) -> None:
-    """Followed by stream when its card says it streams, else polled."""
+    """In the version and binding its card offers; followed by stream when its card
+    says it streams, else polled."""
     async with (
-        sdk_agent(version, streaming=streaming) as remote,
+        sdk_agent(version, streaming=streaming, binding=binding) as remote,
         make_live(**delegating(tmp_path, remote.url)) as ours_server,
         httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
     ):
@@ -332,6 +334,25 @@ async def test_an_agent_on_the_official_sdk_is_delegated_to_in_the_version_its_c
     assert task["result"] == f"echo: {INPUT}"
     assert remote.echo.received == [f"{task['id']}:1"]  # sent once
     assert remote.handler.subscriptions == (1 if streaming else 0)
+
+
+async def test_an_agent_whose_card_offers_no_binding_spoken_here_fails_the_task_saying_so(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    async with (
+        sdk_agent(binding="GRPC") as remote,
+        make_live(**delegating(tmp_path, remote.url)) as ours_server,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
+        task = await finished(ours, submitted.json()["id"])
+    assert task["state"] == "failed"
+    assert task["error"]["type"] == "remote_unavailable"
+    assert (
+        "offers no interface spoken here (GRPC; spoken: JSONRPC, HTTP+JSON)"
+        in (task["error"]["message"])
+    )
+    assert remote.echo.received == []
 
 
 async def test_a_remote_answer_written_in_chunks_reaches_our_streams_as_it_is_written(

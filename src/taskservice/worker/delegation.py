@@ -70,6 +70,7 @@ from a2a.types import (
 )
 from a2a.types import Task as RemoteTask
 from a2a.types import TaskState as RemoteState
+from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from pydantic_ai.messages import (
     ModelMessage,
@@ -111,6 +112,9 @@ _SETTLED = {
     RemoteState.TASK_STATE_INPUT_REQUIRED,
     RemoteState.TASK_STATE_AUTH_REQUIRED,
 }
+# The bindings spoken, in order of preference when a card offers several (the card's
+# own order decides, as the SDK recommends; gRPC would need the SDK's grpc extra).
+_BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
 REMOTE_QUESTION = "remote_question"  # the `tool` of a question a remote agent asked
 
 
@@ -446,18 +450,30 @@ class Delegator:
                 raise RemoteError(f"cannot read the agent card at {agent.card}: {exc}") from exc
             # Messages are sent without a stream (the send returns once the remote
             # task exists, whose id is then written); tasks are followed by one.
-            config = ClientConfig(streaming=False, httpx_client=http)
-            client = await create_client(card, client_config=config)
-            streams = None
-            if card.capabilities.streaming:
-                config = ClientConfig(streaming=True, httpx_client=http)
-                streams = await create_client(card, client_config=config)
+            try:
+                client = await create_client(card, client_config=_config(http, streaming=False))
+                streams = None
+                if card.capabilities.streaming:
+                    config = _config(http, streaming=True)
+                    streams = await create_client(card, client_config=config)
+            except ValueError as exc:  # the SDK: "no compatible transports found"
+                offered = ", ".join(sorted({i.protocol_binding for i in card.supported_interfaces}))
+                raise RemoteError(
+                    f"the agent card at {agent.card} offers no interface spoken here "
+                    f"({offered or 'none'}; spoken: {', '.join(_BINDINGS)}): {exc}"
+                ) from exc
             try:
                 yield _Link(client, streams)
             finally:
                 await client.close()
                 if streams is not None:
                     await streams.close()
+
+
+def _config(http: httpx.AsyncClient, *, streaming: bool) -> ClientConfig:
+    return ClientConfig(
+        streaming=streaming, httpx_client=http, supported_protocol_bindings=list(_BINDINGS)
+    )
 
 
 async def _collect(client: Client, request: SendMessageRequest) -> list[Any]:
