@@ -11,6 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,9 @@ async def test_a_delegated_task_completes_with_the_remote_agents_answer(
     assert task["state"] == "completed", task
     assert theirs["state"] == "completed"
     assert task["result"] == theirs["result"]
-    assert await remote_state(engine, task["id"]) == {
+    state = await remote_state(engine, task["id"]) or {}
+    assert datetime.fromisoformat(state.pop("sending_at")) <= datetime.now(UTC)
+    assert state == {
         "agent": both.remote_url,
         "message_id": f"{task['id']}:1",
         "task_id": theirs["id"],
@@ -209,29 +212,10 @@ async def test_a_message_sent_before_a_crash_is_sent_again_as_the_same_message(
             async with httpx.AsyncClient(base_url=api.url, timeout=30) as ours:
                 submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
             task_id = submitted.json()["id"]
-        # What the dead worker did: its message id written, its message sent.
-        message_id = f"{task_id}:1"
-        async with engine.begin() as conn:
-            remote_json = {"agent": remote_server.url, "message_id": message_id}
-            await conn.execute(
-                text("UPDATE tasks SET remote = CAST(:r AS jsonb), attempt = 1 WHERE id = :id"),
-                {"r": json.dumps(remote_json), "id": task_id},
-            )
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "SendMessage",
-            "params": {
-                "message": {
-                    "role": "ROLE_USER",
-                    "messageId": message_id,
-                    "parts": [{"text": text_}],
-                },
-                "configuration": {"returnImmediately": True},
-            },
-        }
-        sent = await remote.post("/a2a", json=body, headers={"A2A-Version": "1.0"})
-        first_send = sent.json()["result"]["task"]["id"]
+        # What the dead worker did: its message id written (by an earlier version,
+        # without the time of sending: no search), its message sent.
+        state = {"agent": remote_server.url, "message_id": f"{task_id}:1"}
+        first_send = await died_sending(engine, remote, "/a2a", task_id, state, text_)
         async with (
             make_live(**settings) as worker,
             httpx.AsyncClient(base_url=worker.url, timeout=30) as ours,
@@ -241,6 +225,63 @@ async def test_a_message_sent_before_a_crash_is_sent_again_as_the_same_message(
     assert task["state"] == "completed", task
     assert [t["id"] for t in theirs] == [first_send]
     assert (await remote_state(engine, task_id) or {})["task_id"] == first_send
+
+
+async def died_sending(
+    engine: AsyncEngine,
+    remote: httpx.AsyncClient,
+    path: str,
+    task_id: str,
+    state: dict[str, Any],
+    text_: str,
+) -> str:
+    """What a worker that died mid-send did: `state` written as its first attempt's,
+    the message sent (over A2A 1.0's JSON-RPC at `path`): the remote task's id."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE tasks SET remote = CAST(:r AS jsonb), attempt = 1 WHERE id = :id"),
+            {"r": json.dumps(state), "id": task_id},
+        )
+    message = {"role": "ROLE_USER", "messageId": state["message_id"], "parts": [{"text": text_}]}
+    params = {"message": message, "configuration": {"returnImmediately": True}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+    sent = await remote.post(path, json=body, headers={"A2A-Version": "1.0"})
+    remote_id: str = sent.json()["result"]["task"]["id"]
+    return remote_id
+
+
+async def test_a_message_sent_before_a_crash_to_an_agent_that_would_run_it_again_is_found(
+    make_live: LiveFactory, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    """The official SDK's server makes a new task of a resent message: the next
+    claim finds the task the first send created (ListTasks) and sends nothing."""
+    async with (
+        sdk_agent(delay=0.5) as remote,
+        httpx.AsyncClient(base_url=remote.url, timeout=30) as remote_client,
+    ):
+        settings = delegating(tmp_path, remote.url)
+        async with (
+            make_live(**(settings | {"workers_enabled": False})) as api,
+            httpx.AsyncClient(base_url=api.url, timeout=30) as ours,
+        ):
+            submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
+        task_id = submitted.json()["id"]
+        message_id = f"{task_id}:1"
+        sending_at = datetime.now(UTC).isoformat()
+        state = {"agent": remote.url, "message_id": message_id, "sending_at": sending_at}
+        first_send = await died_sending(engine, remote_client, "/a2a", task_id, state, INPUT)
+        async with (
+            make_live(**settings) as worker,
+            httpx.AsyncClient(base_url=worker.url, timeout=30) as ours,
+        ):
+            task = await finished(ours, task_id)
+            logs = await log_lines(ours, task_id)
+    assert task["state"] == "completed", task
+    assert task["result"] == f"echo: {INPUT}"
+    assert remote.echo.received == [message_id]  # once: not sent again
+    assert (await remote_state(engine, task_id) or {})["task_id"] == first_send
+    found = f"found remote task {first_send}, created by the message sent before"
+    assert ("info", found) in logs
 
 
 async def test_a_failed_remote_task_fails_the_delegated_one_with_its_message(

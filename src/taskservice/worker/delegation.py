@@ -18,11 +18,13 @@ text of the answer's artifacts, as their chunks arrive, is this task's live outp
 (`live_output`: `delta` events of the response after the prompt, as a local model's
 would be), the complete answer persisted as that response at the end.
 
-The message id is written before the message is sent, so a worker that dies between
-the two is followed by one that sends the *same* message again, which an A2A agent
-recognises as a retry (taskservice answers with the task it created); once the
-remote answered, its task's id is written and every later claim follows that task.
-The remote never gets the message twice as a new task.
+The message id is written (with the time) before the message is sent, so a worker
+that dies between the two is followed by one that looks for the task the send may
+have created (`ListTasks`, where the remote can list) and otherwise sends the *same*
+message again, which an A2A agent recognises as a retry (taskservice answers with
+the task it created); once the remote answered, its task's id is written and every
+later claim follows that task. The remote never gets the message twice as a new
+task, unless it can neither list its tasks nor recognise a retry.
 
 A remote task that asks for input makes this task ask the same question
 (`input_required`, a question whose id names the remote task); the answer, given
@@ -50,6 +52,7 @@ import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, cast
 
@@ -61,6 +64,7 @@ from a2a.server.tasks.task_manager import append_artifact_to_task
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -112,6 +116,11 @@ _SETTLED = {
     RemoteState.TASK_STATE_INPUT_REQUIRED,
     RemoteState.TASK_STATE_AUTH_REQUIRED,
 }
+# Looking for the task a message sent before created: the remote tasks updated
+# since this long before it was sent (their clocks may differ from ours), at most
+# this many pages of 100.
+_CLOCK_SKEW = timedelta(minutes=5)
+_LISTED_PAGES = 10
 # The bindings spoken, in order of preference when a card offers several (the card's
 # own order decides, as the SDK recommends; gRPC would need the SDK's grpc extra).
 _BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
@@ -317,9 +326,18 @@ class Delegator:
             return followed
         if "message_id" not in state:
             # Written before sending: a worker that dies after the send is followed
-            # by one that sends this same message, not a new one.
-            state.update(agent=agent.card_url, message_id=f"{task.id}:{ledger.lease.attempt}")
+            # by one that looks for the task it created, or sends this same message.
+            state.update(
+                agent=agent.card_url,
+                message_id=f"{task.id}:{ledger.lease.attempt}",
+                sending_at=datetime.now(UTC).isoformat(),
+            )
             await ledger.note_remote(state, f"delegating to the A2A agent at {agent.card_url}")
+        elif (found := await self._sent_before(client, state)) is not None:
+            state["task_id"] = found.id
+            line = f"found remote task {found.id}, created by the message sent before"
+            await ledger.note_remote(state, line)
+            return found
         message = Message(
             message_id=state["message_id"],
             role=Role.ROLE_USER,
@@ -340,6 +358,33 @@ class Delegator:
             if answer.HasField("message"):
                 return _text(answer.message.parts)
         raise RemoteError("the remote agent answered the message with neither a task nor a message")
+
+    async def _sent_before(self, client: Client, state: dict[str, Any]) -> RemoteTask | None:
+        """The remote task that a claim before this one created by sending the
+        message, if the remote lists one (A2A 1.0 `ListTasks`: the tasks updated
+        since a little before that send, searched for the message's id): a remote
+        that does not recognise a resent `messageId` gets it once all the same.
+        None when none is listed or the remote cannot list (0.3): sent again."""
+        if "sending_at" not in state:
+            return None
+        since = datetime.fromisoformat(state["sending_at"]) - _CLOCK_SKEW
+        token = ""
+        for _ in range(_LISTED_PAGES):
+            request = ListTasksRequest(page_size=100, page_token=token)
+            request.status_timestamp_after.FromDatetime(since)
+            try:
+                page = await self._retried(partial(client.list_tasks, request))
+            except (RemoteError, NotImplementedError) as exc:
+                log.info("remote tasks not listed (%s): the message is sent again", exc)
+                return None
+            for listed in page.tasks:
+                if any(m.message_id == state["message_id"] for m in listed.history):
+                    found: RemoteTask = listed
+                    return found
+            token = page.next_page_token
+            if not token:
+                break
+        return None
 
     async def _until_settled(
         self, ledger: RunLedger, link: _Link, remote: RemoteTask, answer: _Answer
