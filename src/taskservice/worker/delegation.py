@@ -180,8 +180,10 @@ class _Link:
 @dataclass(slots=True)
 class _Answer:
     """The remote's answer as it is written, as this task's live output: the text of
-    its artifacts, which chunks extend (one that is replaced by a text it does not
-    begin is not streamed further; the complete answer, persisted, says it all)."""
+    its artifacts, which chunks extend. A text that knows less than was shown (a
+    task's snapshot, read again, without the chunks so far) is passed over; one that
+    neither begins with what was shown nor is its beginning ends the streaming (the
+    complete answer, persisted, says it all)."""
 
     live: LiveOutput | None
     position: int  # the message the answer will be: the response after the prompt
@@ -189,7 +191,7 @@ class _Answer:
     diverged: bool = False
 
     def show(self, text: str) -> None:
-        if self.live is None or self.live.quiet or self.diverged or text == self.shown:
+        if self.live is None or self.live.quiet or self.diverged or self.shown.startswith(text):
             return
         if not text.startswith(self.shown):
             self.diverged = True

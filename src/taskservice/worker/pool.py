@@ -213,9 +213,8 @@ class WorkerPool:
         lease = task.lease
         assert lease is not None
         self._leases[task.id] = lease
-        if len(
-            self._delegations
-        ) < self.settings.delegation_concurrency and self.executor.delegates(task):
+        room = len(self._delegations) < self.settings.delegation_concurrency
+        if room and self.executor.delegates(task):
             self._delegations.add(task.id)
         self.heartbeat.hold(task.id, lease.attempt)
         self._runs[task.id] = asyncio.create_task(
