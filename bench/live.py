@@ -1,13 +1,14 @@
 """Live output: N tasks streaming at once, model-to-client delta latency, CPU and memory.
 
-One `taskservice serve` on a fresh database runs N tasks at once (worker concurrency
-N) on the `ticker` model (`bench/live_ticker.py`, loaded as a plugin), which streams
-T tokens over S seconds, each token the time it was written. A client opens the SSE
-stream of every task (plain asyncio sockets, to keep the load generator light) and,
-for every token in every `delta` event written once its stream was open (each task's
-stream opens as soon as its submit is answered), records now - written: the latency
-from the model to the client, coalescing included. It also records, per delta, the latency of
-its newest token (what the path adds beyond the coalescing wait).
+One `taskservice serve` (as by default, a process per core; `--processes 1`: one) on
+a fresh database runs N tasks at once (worker concurrency N) on the `ticker` model
+(`bench/live_ticker.py`, loaded as a plugin), which streams T tokens over S seconds,
+each token the time it was written. A client opens the SSE stream of every task
+(plain asyncio sockets, to keep the load generator light) and, for every token in
+every `delta` event written once its stream was open (each task's stream opens as
+soon as its submit is answered), records now - written: the latency from the model
+to the client, coalescing included. It also records, per delta, the latency of its
+newest token (what the path adds beyond the coalescing wait).
 
 The same load then runs twice more: streamed by pydantic-ai but with an interval no
 response outlasts (so no delta is ever sent), and with `TASKSERVICE_DELTA_INTERVAL_MS=0`
@@ -17,6 +18,7 @@ pydantic-ai's streaming included); the memory per streaming task is the differen
 of the peak RSS from the last, over N.
 
     .venv/bin/python bench/live.py [--tasks 100] [--tokens 100] [--seconds 5] [--replicas]
+                                   [--processes 0]
 
 With `--replicas`, the streams are read from a second `serve --no-workers` process:
 the deltas cross processes through PostgreSQL.
@@ -198,7 +200,10 @@ async def main() -> None:
     parser.add_argument("--interval-ms", type=int, default=40)
     parser.add_argument("--replicas", action="store_true")
     parser.add_argument(
-        "--processes", type=int, default=1, help="of the serve that runs the tasks (0: a core each)"
+        "--processes",
+        type=int,
+        default=0,
+        help="of the serve that runs the tasks (0, as serve's default: a core each)",
     )
     parser.add_argument("--server", default=os.environ.get("BENCH_DATABASE", DEFAULT_SERVER))
     args = parser.parse_args()
@@ -208,8 +213,7 @@ async def main() -> None:
     # every response): what streaming itself costs, without our delta path.
     streamed = await one_run(args, 10_000)  # the setting's most: keep --seconds below 10
     where = ", read on a second replica" if args.replicas else ""
-    if args.processes != 1:
-        where += f", serve --processes {args.processes or 'one per core'}"
+    where += f", serve --processes {args.processes or 'one per core'}"
     print(
         f"{args.tasks} tasks x {args.tokens} tokens over {args.seconds:g} s, "
         f"delta interval {args.interval_ms} ms{where}"

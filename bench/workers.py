@@ -222,6 +222,7 @@ async def worker_phase(server: str, count: int, concurrency: int) -> tuple[float
                     "trace_context": None,
                     "priority": 0,
                     "run_at": None,
+                    "quiet": False,
                 }
                 for _ in range(first, min(first + 100, count))
             ]
