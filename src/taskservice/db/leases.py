@@ -113,6 +113,9 @@ t AS (
         started_at = coalesce(tasks.started_at, now()),
         updated_at = now()
     FROM c WHERE tasks.id = c.id
+      -- The rows by their key: `c` is estimated at :p_limit rows, and on a table of
+      -- up to some 10,000 tasks the planner would join it by reading every task.
+      AND tasks.id = ANY(ARRAY(SELECT id FROM c))
     RETURNING tasks.*, c.prior_state, c.paid, extract(epoch FROM now() - c.ready_at) AS waited
 ),
 e AS (
