@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import uvicorn
+from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
@@ -40,6 +41,7 @@ from starlette.applications import Starlette
 class Echo(AgentExecutor):
     delay: float = 0.3  # seconds between starting and answering
     chunk_delay: float | None = None  # seconds between the answer's words (None: whole)
+    data: bool = False  # answer with data, not text: {"echo": <input>, "words": <n>}
     received: list[str] = field(default_factory=list)  # message ids, in order
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -61,7 +63,10 @@ class Echo(AgentExecutor):
         await updater.start_work()
         await asyncio.sleep(self.delay)
         answer = f"echo: {context.get_user_input()}"
-        if self.chunk_delay is None:
+        if self.data:
+            echoed = {"echo": context.get_user_input(), "words": len(answer.split())}
+            await updater.add_artifact([new_data_part(echoed)], name="answer")
+        elif self.chunk_delay is None:
             await updater.add_artifact([Part(text=answer)], name="answer")
         else:
             words = answer.split(" ")
@@ -108,6 +113,7 @@ async def sdk_agent(
     streaming: bool = False,
     chunk_delay: float | None = None,
     binding: str = "JSONRPC",
+    data: bool = False,
 ) -> AsyncIterator[SdkAgent]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -127,7 +133,7 @@ async def sdk_agent(
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="echo", description="Echoes", tags=["echo"])],
     )
-    echo = Echo(delay=delay, chunk_delay=chunk_delay)
+    echo = Echo(delay=delay, chunk_delay=chunk_delay, data=data)
     handler = Handler(agent_executor=echo, task_store=InMemoryTaskStore(), agent_card=card)
     compat = version == "0.3"
     if binding == "HTTP+JSON":

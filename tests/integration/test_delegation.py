@@ -377,6 +377,26 @@ async def test_an_agent_on_the_official_sdk_is_delegated_to_in_the_version_its_c
     assert remote.handler.subscriptions == (1 if streaming else 0)
 
 
+async def test_a_remote_answer_in_data_is_the_delegated_tasks_result_as_json(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    """An artifact of data (no text) is the result as JSON, its whole numbers whole."""
+    async with (
+        sdk_agent(data=True) as remote,
+        make_live(**delegating(tmp_path, remote.url)) as ours_server,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
+        task = await finished(ours, submitted.json()["id"])
+        messages = (await ours.get(f"/v1/tasks/{task['id']}/messages")).json()["messages"]
+    assert task["state"] == "completed", task
+    words = len(f"echo: {INPUT}".split())
+    assert task["result"] == {"echo": INPUT, "words": words}
+    assert isinstance(task["result"]["words"], int)
+    said = messages[-1]["message"]["parts"][0]["content"]
+    assert json.loads(said) == {"echo": INPUT, "words": words}
+
+
 async def test_an_agent_whose_card_offers_no_binding_spoken_here_fails_the_task_saying_so(
     make_live: LiveFactory, tmp_path: Path
 ) -> None:

@@ -35,8 +35,9 @@ Cancelling the task cancels the remote task (`CancelTask`, best effort, once the
 run knows its id); a run stopped for any other reason (shutdown, a lost lease)
 leaves it running, for the next claim to follow.
 
-The remote's outcome becomes this task's: `completed` with its artifacts' text (or
-its final message's) as the result, the conversation recorded as for a local run;
+The remote's outcome becomes this task's: `completed` with its artifacts' text as
+the result (their data, when they hold data and no text; else its final message's
+text), the conversation recorded as for a local run;
 `failed`, `rejected` or `canceled` as a failure carrying the remote's message. A
 transport error is retried with backoff (the task's timeout bounds the whole
 delegation); the card's URL and every URL called are checked like webhook targets
@@ -49,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -60,6 +61,7 @@ import certifi
 import httpx
 from a2a.client import Client, ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
+from a2a.helpers.proto_helpers import get_data_parts
 from a2a.server.tasks.task_manager import append_artifact_to_task
 from a2a.types import (
     CancelTaskRequest,
@@ -143,12 +145,49 @@ def _state_name(state: int) -> str:
     return str(RemoteState.Name(state)).removeprefix("TASK_STATE_").lower()
 
 
-def _answer_text(task: RemoteTask) -> str:
-    """The text of the task's artifacts: an artifact's text parts run on (an
-    artifact streamed in chunks is one text, whose chunks its parts are), artifacts
-    a line apart."""
-    texts = ("".join(part.text for part in artifact.parts) for artifact in task.artifacts)
+def _joined(groups: Iterable[Sequence[Part]]) -> str:
+    """The text of groups of parts (artifacts): a group's text parts run on (an
+    artifact streamed in chunks is one text, whose chunks its parts are), groups a
+    line apart."""
+    texts = ("".join(part.text for part in parts) for parts in groups)
     return "\n".join(text for text in texts if text)
+
+
+def _answer_text(task: RemoteTask) -> str:
+    """The text of the task's artifacts."""
+    return _joined(artifact.parts for artifact in task.artifacts)
+
+
+def _content(groups: Sequence[Sequence[Part]]) -> Any:
+    """What groups of parts (artifacts, or a message's parts) say, as a result: their
+    text; or, when they hold data and no text, the data (one value, or the list of
+    them); None when neither."""
+    text = _joined(groups)
+    if text:
+        return text
+    data = [value for parts in groups for value in get_data_parts(parts)]
+    if data:
+        return _whole(data[0] if len(data) == 1 else data)
+    return None
+
+
+def _result(task: RemoteTask) -> Any:
+    """A completed remote task's answer, as this task's result: what its artifacts
+    say, else its status message's text."""
+    found = _content([artifact.parts for artifact in task.artifacts])
+    return _status_text(task) if found is None else found
+
+
+def _whole(value: Any) -> Any:
+    """`value` with its whole numbers as integers again (a data part's numbers are
+    doubles on the wire: 3 arrives as 3.0)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    if isinstance(value, list):
+        return [_whole(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _whole(item) for key, item in value.items()}
+    return value
 
 
 def _applied(task: RemoteTask, event: StreamResponse) -> RemoteTask:
@@ -166,6 +205,13 @@ def _unreachable(exc: Exception) -> bool:
     """The call got no answer (the SDK says so with the transport's error as the
     cause), as opposed to an answer refusing it."""
     return isinstance(exc, httpx.TransportError) or isinstance(exc.__cause__, httpx.TransportError)
+
+
+@dataclass(frozen=True, slots=True)
+class _AnsweredAtOnce:
+    """The remote answered the message with a message, not a task: its content."""
+
+    result: Any
 
 
 @dataclass(slots=True)
@@ -231,8 +277,8 @@ class Delegator:
             async with self._link(agent) as link:
                 client = link.client
                 remote = await self._remote_task(task, ledger, agent, client, state)
-                if isinstance(remote, str):  # answered at once with a message
-                    return await self._completed(task, ledger, remote, answer)
+                if isinstance(remote, _AnsweredAtOnce):
+                    return await self._completed(task, ledger, remote.result, answer)
                 remote = await self._forward_answer(task, ledger, client, remote, state)
                 try:
                     remote = await self._until_settled(ledger, link, remote, answer)
@@ -244,8 +290,7 @@ class Delegator:
             return Failed({"type": "remote_unavailable", "message": str(exc)}, ledger.usage)
         settled = remote.status.state
         if settled == RemoteState.TASK_STATE_COMPLETED:
-            result = _answer_text(remote) or _status_text(remote)
-            return await self._completed(task, ledger, result, answer)
+            return await self._completed(task, ledger, _result(remote), answer)
         said = _status_text(remote)
         if settled == RemoteState.TASK_STATE_INPUT_REQUIRED:
             return await self._ask(ledger, remote, state, said)
@@ -317,7 +362,7 @@ class Delegator:
         agent: RemoteAgent,
         client: Client,
         state: dict[str, Any],
-    ) -> RemoteTask | str:
+    ) -> RemoteTask | _AnsweredAtOnce:
         """The remote task this task was delegated to (sending the message unless a
         claim before this one got its id), or the remote's answer when it answered
         with a message and no task. `state` (the task's `remote`) is kept current."""
@@ -358,7 +403,8 @@ class Delegator:
                 await ledger.note_remote(state, line)
                 return remote
             if answer.HasField("message"):
-                return _text(answer.message.parts)
+                said = _content([answer.message.parts])
+                return _AnsweredAtOnce("" if said is None else said)
         raise RemoteError("the remote agent answered the message with neither a task nor a message")
 
     async def _sent_before(self, client: Client, state: dict[str, Any]) -> RemoteTask | None:
@@ -448,14 +494,15 @@ class Delegator:
             log.info("task %s: cancelled; so is remote task %s", task.id, remote_id)
 
     async def _completed(
-        self, task: Task, ledger: RunLedger, result: str, answer: _Answer
+        self, task: Task, ledger: RunLedger, result: Any, answer: _Answer
     ) -> Completed:
-        """The remote's answer as this task's result (its live output ended), and
-        its conversation recorded as a local run's would be."""
-        await answer.end(result)
+        """The remote's answer (a text, or data) as this task's result (its live
+        output ended), and its conversation recorded as a local run's would be."""
+        said = as_text(result)
+        await answer.end(said)
         conversation: list[ModelMessage] = [
             ModelRequest(parts=[UserPromptPart(as_text(task.input))]),
-            ModelResponse(parts=[TextPart(result)], model_name=task.agent.model),
+            ModelResponse(parts=[TextPart(said)], model_name=task.agent.model),
         ]
         await ledger.sync(conversation, RunUsage(), final=True)
         return Completed(result, ledger.usage)
