@@ -327,10 +327,11 @@ async def test_every_process_reaps_at_start_and_when_the_next_lease_expires(
             .where(tasks.c.id == lapsing.id)
             .values(lease_expires_at=text("now() + interval '1.5 seconds'"))
         )
-
+    # From when the lease was set to lapse (1.5 s on), not from the process's start,
+    # which takes its own time before it reaps.
     loop = asyncio.get_running_loop()
+    started = loop.time()
     async with make_client(reap_interval=60):
-        started = loop.time()
         await wait_for(lambda: _released(store, lapsed.id), timeout=3)
         assert not await _released(store, lapsing.id)
         await wait_for(lambda: _released(store, lapsing.id), timeout=5)
