@@ -30,7 +30,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import LiveFactory, fresh_database, wait_for
-from tests.fakes.a2a_sdk_agent import sdk_agent
+from tests.fakes.a2a_sdk_agent import SdkAgent, sdk_agent
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.helpers import asks_for_a_colour, log_lines, rebuild, stream
 
@@ -103,11 +103,15 @@ class Delegation:
     ours: httpx.AsyncClient
 
     async def delegate(self, input: str) -> str:
-        """A task on `helper`, submitted to the delegating service: its id."""
-        submitted = await self.ours.post("/v1/tasks", json={"input": input, "agent": "helper"})
-        assert submitted.status_code == 201, submitted.text
-        task_id: str = submitted.json()["id"]
-        return task_id
+        return await delegate(self.ours, input)
+
+
+async def delegate(ours: httpx.AsyncClient, input: str) -> str:
+    """A task on `helper`, submitted to the delegating service: its id."""
+    submitted = await ours.post("/v1/tasks", json={"input": input, "agent": "helper"})
+    assert submitted.status_code == 201, submitted.text
+    task_id: str = submitted.json()["id"]
+    return task_id
 
 
 @asynccontextmanager
@@ -128,6 +132,29 @@ async def delegation(
         httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours_client,
     ):
         yield Delegation(server.url, remote_client, ours_client)
+
+
+@asynccontextmanager
+async def to_sdk_agent(
+    make_live: LiveFactory, tmp_path: Path, **agent: Any
+) -> AsyncIterator[tuple[SdkAgent, httpx.AsyncClient]]:
+    """An agent on the official SDK's server (`agent`: `sdk_agent`'s options) and a
+    client of a delegating service whose `helper` profile is that agent."""
+    async with (
+        sdk_agent(**agent) as remote,
+        make_live(**delegating(tmp_path, remote.url)) as ours_server,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        yield remote, ours
+
+
+async def submitted_unclaimed(make_live: LiveFactory, settings: dict[str, Any], input: str) -> str:
+    """A task on `helper`, submitted to a delegating service without workers: its id."""
+    async with (
+        make_live(**(settings | {"workers_enabled": False})) as api,
+        httpx.AsyncClient(base_url=api.url, timeout=30) as ours,
+    ):
+        return await delegate(ours, input)
 
 
 async def test_a_delegated_task_completes_with_the_remote_agents_answer(
@@ -171,8 +198,7 @@ async def test_a_later_claim_follows_the_same_remote_task(
             make_live(**settings) as first,
             httpx.AsyncClient(base_url=first.url, timeout=30) as ours,
         ):
-            submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
-            task_id = submitted.json()["id"]
+            task_id = await delegate(ours, text_)
             state = await wait_for(lambda: _with_task_id(engine, task_id))
         # The remote's workers start, and the delegating service comes back.
         async with (
@@ -208,14 +234,11 @@ async def test_a_message_sent_before_a_crash_is_sent_again_as_the_same_message(
         httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
     ):
         settings = delegating(tmp_path, remote_server.url)
-        async with make_live(**(settings | {"workers_enabled": False})) as api:
-            async with httpx.AsyncClient(base_url=api.url, timeout=30) as ours:
-                submitted = await ours.post("/v1/tasks", json={"input": text_, "agent": "helper"})
-            task_id = submitted.json()["id"]
+        task_id = await submitted_unclaimed(make_live, settings, text_)
         # What the dead worker did: its message id written (by an earlier version,
         # without the time of sending: no search), its message sent.
         state = {"agent": remote_server.url, "message_id": f"{task_id}:1"}
-        first_send = await died_sending(engine, remote, "/a2a", task_id, state, text_)
+        first_send = await died_sending(engine, remote, task_id, state, text_)
         async with (
             make_live(**settings) as worker,
             httpx.AsyncClient(base_url=worker.url, timeout=30) as ours,
@@ -230,13 +253,12 @@ async def test_a_message_sent_before_a_crash_is_sent_again_as_the_same_message(
 async def died_sending(
     engine: AsyncEngine,
     remote: httpx.AsyncClient,
-    path: str,
     task_id: str,
     state: dict[str, Any],
     text_: str,
 ) -> str:
     """What a worker that died mid-send did: `state` written as its first attempt's,
-    the message sent (over A2A 1.0's JSON-RPC at `path`): the remote task's id."""
+    the message sent (over A2A 1.0's JSON-RPC): the remote task's id."""
     async with engine.begin() as conn:
         await conn.execute(
             text("UPDATE tasks SET remote = CAST(:r AS jsonb), attempt = 1 WHERE id = :id"),
@@ -245,7 +267,7 @@ async def died_sending(
     message = {"role": "ROLE_USER", "messageId": state["message_id"], "parts": [{"text": text_}]}
     params = {"message": message, "configuration": {"returnImmediately": True}}
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
-    sent = await remote.post(path, json=body, headers={"A2A-Version": "1.0"})
+    sent = await remote.post("/a2a", json=body, headers={"A2A-Version": "1.0"})
     remote_id: str = sent.json()["result"]["task"]["id"]
     return remote_id
 
@@ -260,16 +282,11 @@ async def test_a_message_sent_before_a_crash_to_an_agent_that_would_run_it_again
         httpx.AsyncClient(base_url=remote.url, timeout=30) as remote_client,
     ):
         settings = delegating(tmp_path, remote.url)
-        async with (
-            make_live(**(settings | {"workers_enabled": False})) as api,
-            httpx.AsyncClient(base_url=api.url, timeout=30) as ours,
-        ):
-            submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
-        task_id = submitted.json()["id"]
+        task_id = await submitted_unclaimed(make_live, settings, INPUT)
         message_id = f"{task_id}:1"
         sending_at = datetime.now(UTC).isoformat()
         state = {"agent": remote.url, "message_id": message_id, "sending_at": sending_at}
-        first_send = await died_sending(engine, remote_client, "/a2a", task_id, state, INPUT)
+        first_send = await died_sending(engine, remote_client, task_id, state, INPUT)
         async with (
             make_live(**settings) as worker,
             httpx.AsyncClient(base_url=worker.url, timeout=30) as ours,
@@ -364,13 +381,10 @@ async def test_an_agent_on_the_official_sdk_is_delegated_to_in_the_version_its_c
 ) -> None:
     """In the version and binding its card offers; followed by stream when its card
     says it streams, else polled."""
-    async with (
-        sdk_agent(version, streaming=streaming, binding=binding) as remote,
-        make_live(**delegating(tmp_path, remote.url)) as ours_server,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
-    ):
-        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
-        task = await finished(ours, submitted.json()["id"])
+    async with to_sdk_agent(
+        make_live, tmp_path, version=version, streaming=streaming, binding=binding
+    ) as (remote, ours):
+        task = await finished(ours, await delegate(ours, INPUT))
     assert task["state"] == "completed", task
     assert task["result"] == f"echo: {INPUT}"
     assert remote.echo.received == [f"{task['id']}:1"]  # sent once
@@ -381,13 +395,8 @@ async def test_a_remote_answer_in_data_is_the_delegated_tasks_result_as_json(
     make_live: LiveFactory, tmp_path: Path
 ) -> None:
     """An artifact of data (no text) is the result as JSON, its whole numbers whole."""
-    async with (
-        sdk_agent(data=True) as remote,
-        make_live(**delegating(tmp_path, remote.url)) as ours_server,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
-    ):
-        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
-        task = await finished(ours, submitted.json()["id"])
+    async with to_sdk_agent(make_live, tmp_path, data=True) as (_, ours):
+        task = await finished(ours, await delegate(ours, INPUT))
         messages = (await ours.get(f"/v1/tasks/{task['id']}/messages")).json()["messages"]
     assert task["state"] == "completed", task
     words = len(f"echo: {INPUT}".split())
@@ -400,13 +409,8 @@ async def test_a_remote_answer_in_data_is_the_delegated_tasks_result_as_json(
 async def test_an_agent_whose_card_offers_no_binding_spoken_here_fails_the_task_saying_so(
     make_live: LiveFactory, tmp_path: Path
 ) -> None:
-    async with (
-        sdk_agent(binding="GRPC") as remote,
-        make_live(**delegating(tmp_path, remote.url)) as ours_server,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
-    ):
-        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
-        task = await finished(ours, submitted.json()["id"])
+    async with to_sdk_agent(make_live, tmp_path, binding="GRPC") as (remote, ours):
+        task = await finished(ours, await delegate(ours, INPUT))
     assert task["state"] == "failed"
     assert task["error"]["type"] == "remote_unavailable"
     assert (
@@ -422,13 +426,11 @@ async def test_a_remote_answer_written_in_chunks_reaches_our_streams_as_it_is_wr
     """The chunks of the remote's artifact, as the stream it is followed by brings
     them, are the delegated task's live output: a client rebuilds the answer from
     its deltas before the complete answer is persisted."""
-    async with (
-        sdk_agent(streaming=True, delay=0.1, chunk_delay=0.15) as remote,
-        make_live(**delegating(tmp_path, remote.url)) as ours_server,
-        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    async with to_sdk_agent(make_live, tmp_path, streaming=True, delay=0.1, chunk_delay=0.15) as (
+        remote,
+        ours,
     ):
-        submitted = await ours.post("/v1/tasks", json={"input": INPUT, "agent": "helper"})
-        task_id = submitted.json()["id"]
+        task_id = await delegate(ours, INPUT)
         events = await stream(ours, task_id)
         task = (await ours.get(f"/v1/tasks/{task_id}")).json()
     answer = f"echo: {INPUT}"
@@ -528,8 +530,7 @@ async def test_delegated_tasks_take_no_worker_slot_up_to_the_delegation_cap(
             httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
         ):
             for n in range(3):
-                body = {"input": f"{INPUT} {n}", "agent": "helper"}
-                assert (await ours.post("/v1/tasks", json=body)).status_code == 201
+                await delegate(ours, f"{INPUT} {n}")
             await wait_for(lambda: remote.echo.received)
             local = (await ours.post("/v1/tasks", json={"input": "hello"})).json()
             await asyncio.sleep(1.0)  # well within the remote's 2 s
