@@ -133,12 +133,11 @@ class RemoteError(Exception):
     """The remote agent cannot be reached or refused the call (the task fails)."""
 
 
-def _text(parts: Any) -> str:
-    return "\n".join(part.text for part in parts if part.text)
-
-
 def _status_text(task: RemoteTask) -> str:
-    return _text(task.status.message.parts) if task.status.HasField("message") else ""
+    """The text of the task's status message, its parts a line apart."""
+    if not task.status.HasField("message"):
+        return ""
+    return "\n".join(part.text for part in task.status.message.parts if part.text)
 
 
 def _state_name(state: int) -> str:
