@@ -37,8 +37,8 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(
         default=20,
         description="connections per process for requests and workers (plus up to 4 for "
-        "admin paths, one each for LISTEN, the heartbeat and live output); also how many "
-        "event streams are set up at once",
+        "admin paths, 2 for claims, one each for LISTEN, the heartbeat and live output); "
+        "also how many event streams are set up at once",
     )
 
     # HTTP.

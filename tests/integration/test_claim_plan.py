@@ -1,7 +1,8 @@
 """The claim's plan on a table of a few thousand tasks (a small deployment, or one
 kept small by retention): the claimed rows are updated by their key, never found by
 reading every task, which the planner chose there before (a claim then cost a read
-of the whole table, each time)."""
+of the whole table, each time). The plan the service runs is the generic one, kept
+for the session: planning it anew for each claim cost more than running it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import datetime
 import json
 from typing import Any
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.leases import _CLAIM
+from taskservice.db.leases import _CLAIM, LeaseStore
+from taskservice.db.tasks import TaskStore
+from tests.integration.helpers import new_task
 
 
 def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -21,7 +25,8 @@ def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-async def test_a_claim_updates_the_tasks_it_picked_by_their_key(db: AsyncEngine) -> None:
+@pytest.mark.parametrize("plan", ["custom", "generic"])
+async def test_a_claim_updates_the_tasks_it_picked_by_their_key(db: AsyncEngine, plan: str) -> None:
     async with db.connect() as conn:
         raw = (await conn.get_raw_connection()).driver_connection
         assert raw is not None
@@ -42,9 +47,19 @@ async def test_a_claim_updates_the_tasks_it_picked_by_their_key(db: AsyncEngine)
             "p_owner": "plan-test",
             "p_lease": datetime.timedelta(seconds=30),
         }
-        explained = await raw.fetchval(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + _CLAIM.sql, *_CLAIM.args(params)
-        )
+        if plan == "custom":  # planned for these parameters
+            explained = await raw.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + _CLAIM.sql, *_CLAIM.args(params)
+            )
+        else:  # planned once for any parameters, as the service runs it
+            await raw.execute(f"PREPARE claim AS {_CLAIM.sql}")
+            await raw.execute("SET plan_cache_mode = force_generic_plan")
+            explained = await raw.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) "
+                "EXECUTE claim(NULL, 100, 'plan-test', interval '30 seconds')"
+            )
+            await raw.execute("RESET plan_cache_mode")
+            await raw.execute("DEALLOCATE claim")
         await raw.execute("TRUNCATE tasks CASCADE")
     # The connection decodes json itself (the service's codecs).
     plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
@@ -57,3 +72,28 @@ async def test_a_claim_updates_the_tasks_it_picked_by_their_key(db: AsyncEngine)
         (n["Node Type"], 5) for n in scans
     ]
     assert all(n["Node Type"] != "Seq Scan" for n in scans)
+
+
+async def test_claims_keep_one_plan_for_the_session(store: TaskStore) -> None:
+    """A claim runs on a session that keeps its generic plan: past the five custom
+    plans PostgreSQL would otherwise make, none is made at all."""
+    leases = LeaseStore(store.db)
+    for _ in range(8):
+        made = await new_task(store)
+        [claimed] = await leases.claim(owner="w", limit=10, lease_seconds=30)
+        assert claimed.id == made.id
+    async with (
+        store.db.connection(generic_plans=True) as one,
+        store.db.connection(generic_plans=True) as other,
+    ):
+        plans = [
+            await conn.fetchrow(
+                "SELECT coalesce(sum(generic_plans), 0) AS generic,"
+                " coalesce(sum(custom_plans), 0) AS custom"
+                " FROM pg_prepared_statements WHERE statement = $1",
+                _CLAIM.sql,
+            )
+            for conn in (one, other)
+        ]
+    assert sum(p["generic"] for p in plans) == 8
+    assert sum(p["custom"] for p in plans) == 0

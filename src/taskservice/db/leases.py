@@ -127,7 +127,9 @@ SELECT t.* FROM t JOIN e ON e.task_id = t.id ORDER BY t.priority DESC, t.run_at,
         bindparam("p_limit", type_=Integer),
         bindparam("p_owner", type_=Text),
         bindparam("p_lease", type_=Interval),
-    )
+    ),
+    # Planned afresh on every claim, it cost more to plan than to run.
+    generic_plan=True,
 )
 
 # Claims that must respect a per-tenant cap exactly run one at a time: the count
@@ -378,7 +380,7 @@ class LeaseStore:
         if tenant_cap is None:
             rows = await self.db.fetch(_CLAIM, params)
         else:
-            async with self.db.connection() as conn, conn.transaction():
+            async with self.db.connection(generic_plans=True) as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", CLAIM_LOCK)
                 rows = await conn.fetch(_CLAIM.sql, *_CLAIM.args(params))
         return [(task_from_row(row), max(0.0, float(row["waited"]))) for row in rows]

@@ -42,9 +42,14 @@ Row = Mapping[str, Any]
 
 
 class Statement:
-    """One statement, compiled to asyncpg's `$n` form; `args` orders the parameters."""
+    """One statement, compiled to asyncpg's `$n` form; `args` orders the parameters.
 
-    def __init__(self, statement: ClauseElement) -> None:
+    `generic_plan`: run on connections that plan it once and keep that plan
+    (`Database`), for a statement whose plan does not depend on its parameters but
+    that PostgreSQL would otherwise plan afresh on every call."""
+
+    def __init__(self, statement: ClauseElement, *, generic_plan: bool = False) -> None:
+        self.generic_plan = generic_plan
         compiled = statement.compile(dialect=_DIALECT)
         assert isinstance(compiled, SQLCompiler)
         self.sql = str(compiled)
@@ -109,8 +114,19 @@ def _discard(conn: asyncpg.Connection) -> None:
         conn.terminate()
 
 
+# Sessions that keep one plan per prepared statement (`Statement.generic_plan`).
+# PostgreSQL plans a prepared statement for its parameters on each of its first five
+# runs, then keeps a generic plan only if that one is estimated no costlier; for the
+# claim it never is, and its planning (CTEs over four scans of `tasks` and the
+# partial indexes' predicates) cost more than its execution: 560 µs against 300,
+# on every claim. Its generic plan is the same plan, its parameters only sizes.
+_GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
+_GENERIC_POOL_SIZE = 2  # such statements are few and short: the claim loop's
+
+
 class Database:
-    """A pool of asyncpg connections for the compiled statements.
+    """A pool of asyncpg connections for the compiled statements, and a small one
+    whose sessions keep generic plans (`Statement.generic_plan`).
 
     A connection that fails mid-use is dropped (never returned to the pool) and the
     failure surfaces as `DatabaseUnavailable`: retry. Dead idle connections (server
@@ -123,32 +139,47 @@ class Database:
         self.pool_size = pool_size
         self._acquire_timeout = acquire_timeout
         self._pool: asyncpg.Pool | None = None
+        self._generic_pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
 
     async def open(self) -> Database:
         async with self._opening:
             if self._pool is None:
-                try:
-                    self._pool = await asyncpg.create_pool(
-                        self._dsn,
-                        min_size=0,
-                        max_size=self.pool_size,
-                        init=_init_connection,
-                        reset=_keep_session,
-                        **self._connect_kwargs,
-                    )
-                except _DISCONNECTS as exc:
-                    raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+                self._pool = await self._create_pool(self.pool_size)
         return self
 
+    async def _create_pool(
+        self, size: int, server_settings: dict[str, str] | None = None
+    ) -> asyncpg.Pool:
+        try:
+            return await asyncpg.create_pool(
+                self._dsn,
+                min_size=0,
+                max_size=size,
+                init=_init_connection,
+                reset=_keep_session,
+                server_settings=server_settings,
+                **self._connect_kwargs,
+            )
+        except _DISCONNECTS as exc:
+            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+
+    async def _generic(self) -> asyncpg.Pool:
+        async with self._opening:
+            if self._generic_pool is None:
+                self._generic_pool = await self._create_pool(_GENERIC_POOL_SIZE, _GENERIC_PLANS)
+            return self._generic_pool
+
     async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            try:
-                async with asyncio.timeout(10):
-                    await pool.close()  # waits for connections in use to come back
-            except TimeoutError:
-                pool.terminate()
+        pools = (self._pool, self._generic_pool)
+        self._pool = self._generic_pool = None
+        for pool in pools:
+            if pool is not None:
+                try:
+                    async with asyncio.timeout(10):
+                        await pool.close()  # waits for connections in use to come back
+                except TimeoutError:
+                    pool.terminate()
 
     async def __aenter__(self) -> Database:
         return await self.open()
@@ -157,8 +188,13 @@ class Database:
         await self.close()
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        pool = self._pool or (await self.open())._pool
+    async def connection(self, *, generic_plans: bool = False) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection; `generic_plans`: one whose session keeps a generic plan
+        for each statement it prepares (`Statement.generic_plan`)."""
+        if generic_plans:
+            pool: asyncpg.Pool | None = self._generic_pool or await self._generic()
+        else:
+            pool = self._pool or (await self.open())._pool
         assert pool is not None
         conn = await self._checkout(pool)
         try:
@@ -199,11 +235,11 @@ class Database:
             raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
 
     async def fetch(self, statement: Statement, params: Mapping[str, Any]) -> list[Row]:
-        async with self.connection() as conn:
+        async with self.connection(generic_plans=statement.generic_plan) as conn:
             rows: list[Row] = await conn.fetch(statement.sql, *statement.args(params))
             return rows
 
     async def fetchrow(self, statement: Statement, params: Mapping[str, Any]) -> Row | None:
-        async with self.connection() as conn:
+        async with self.connection(generic_plans=statement.generic_plan) as conn:
             row: Row | None = await conn.fetchrow(statement.sql, *statement.args(params))
             return row
