@@ -120,7 +120,12 @@ def _discard(conn: asyncpg.Connection) -> None:
 # claim it never is, and its planning (CTEs over four scans of `tasks` and the
 # partial indexes' predicates) cost more than its execution: 560 µs against 300,
 # on every claim. Its generic plan is the same plan, its parameters only sizes.
-_GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
+# A plan kept is made once, from the statistics of that moment: made while a table
+# was small (a new deployment; before autovacuum's first ANALYZE) it would read the
+# whole table until the next ANALYZE replaced it, and that table could have grown by
+# thousands of rows. These statements find their rows by index whatever the size,
+# so the sessions plan no sequential scan where an index serves.
+GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
 _GENERIC_POOL_SIZE = 2  # such statements are few and short: the claim loop's
 
 
@@ -167,7 +172,7 @@ class Database:
     async def _generic(self) -> asyncpg.Pool:
         async with self._opening:
             if self._generic_pool is None:
-                self._generic_pool = await self._create_pool(_GENERIC_POOL_SIZE, _GENERIC_PLANS)
+                self._generic_pool = await self._create_pool(_GENERIC_POOL_SIZE, GENERIC_PLANS)
             return self._generic_pool
 
     async def close(self) -> None:
