@@ -16,7 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.leases import _CLAIM, LeaseStore
 from taskservice.db.sql import GENERIC_PLANS
+from taskservice.db.steps import _finish_statement
 from taskservice.db.tasks import TaskStore
+from taskservice.states import TaskState
 from tests.integration.helpers import new_task
 
 
@@ -112,3 +114,37 @@ async def test_claims_keep_one_plan_for_the_session(store: TaskStore) -> None:
         ]
     assert sum(p["generic"] for p in plans) == 8
     assert sum(p["custom"] for p in plans) == 0
+
+
+async def test_a_fenced_write_finds_its_task_by_key_however_many_run(db: AsyncEngine) -> None:
+    """A run's writes (here its outcome) find the task by its key, not through an
+    index over the running tasks, even planned while few ran: 2,000 run by the time
+    it executes."""
+    async with db.connect() as conn:
+        raw = (await conn.get_raw_connection()).driver_connection
+        assert raw is not None
+        await raw.execute("ANALYZE tasks")  # the statistics of an empty table
+        await raw.execute(_FILL.replace("'pending'", "'running'").replace("n <= 5", "true"))
+        await raw.execute("UPDATE tasks SET lease_owner = 'w', attempt = 1")
+        task_id = await raw.fetchval("SELECT id FROM tasks LIMIT 1")
+        statement = _finish_statement(TaskState.COMPLETED, ("result",))
+        params = {
+            "p_id": task_id,
+            "p_owner": "w",
+            "p_attempt": 1,
+            "p_events": [{"type": "state_change", "data": {"from": "running", "to": "completed"}}],
+            "p_log_cap": 100,
+            "p_messages": [],
+            "p_calls": [],
+            "p_read": 0,
+            "v_result": "done",
+        }
+        explained = await raw.fetchval(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + statement.sql, *statement.args(params)
+        )
+        await raw.execute("TRUNCATE tasks CASCADE")
+    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
+    [finish] = [n for n in _nodes(plan) if n.get("Operation") == "Update"]
+    assert finish["Actual Rows"] == 1
+    scans = [n for n in _nodes(finish)[1:] if n.get("Relation Name") == "tasks"]
+    assert [(n["Node Type"], n.get("Index Name")) for n in scans] == [("Index Scan", "pk_tasks")]

@@ -26,14 +26,14 @@ from taskservice.db.eventlog import (
     event_batch,
     log_event,
 )
+from taskservice.db.leases import HELD
 from taskservice.db.parents import CHILDREN, RESUME_PARENTS
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import tasks
 from taskservice.models import CountMode, Lease, Total
 from taskservice.states import TaskState, check_transition
 
-_FENCE = "id = :p_id AND state = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt"
-_FENCED_TASK = event_batch(where=_FENCE, changes="usage = coalesce(:p_usage, tasks.usage),")
+_FENCED_TASK = event_batch(where=HELD, changes="usage = coalesce(:p_usage, tasks.usage),")
 
 _EVENT_BINDS = (bindparam("p_events", type_=JSONB), bindparam("p_log_cap", type_=Integer))
 _FENCE_BINDS = (
@@ -69,7 +69,7 @@ _MESSAGE_BINDS = (
 # Messages written count the follow-ups among them as read.
 _READ = "followups_read = greatest(tasks.followups_read, :p_read), "
 
-_FENCED_READ = event_batch(where=_FENCE, changes=f"{_READ}usage = coalesce(:p_usage, tasks.usage),")
+_FENCED_READ = event_batch(where=HELD, changes=f"{_READ}usage = coalesce(:p_usage, tasks.usage),")
 
 # Messages, the tool calls they ask for, their events.
 _APPEND_MESSAGES = Statement(
@@ -81,7 +81,7 @@ _APPEND_MESSAGES = Statement(
 # Whether a task is still held by this lease, with follow-ups its run has not read.
 _UNREAD = Statement(
     text(
-        f"SELECT 1 FROM tasks WHERE {_FENCE} AND followups > greatest(followups_read, :p_read)"
+        f"SELECT 1 FROM tasks WHERE {HELD} AND followups > greatest(followups_read, :p_read)"
     ).bindparams(*_FENCE_BINDS[:3], bindparam("p_read", type_=Integer))
 )
 
@@ -105,7 +105,7 @@ def _finish_statement(target: TaskState, value_keys: tuple[str, ...]) -> Stateme
         changes.append("finished_at = now()")
     if target.is_terminal or target is TaskState.INPUT_REQUIRED:
         changes += ["lease_owner = NULL", "lease_expires_at = NULL"]  # nobody owns it now
-    where = _FENCE
+    where = HELD
     if target is TaskState.COMPLETED:
         # Not with follow-ups unread: the run goes on with them (the row lock orders
         # this against a follow-up being queued).
@@ -127,7 +127,7 @@ _APPEND_EVENTS = Statement(
 # A delegated task's remote state (`tasks.remote`), with the events saying so.
 _NOTE_REMOTE = Statement(
     text(
-        f"WITH {event_batch(where=_FENCE, changes='remote = :p_remote,')}, {BATCH_EVENTS} "
+        f"WITH {event_batch(where=HELD, changes='remote = :p_remote,')}, {BATCH_EVENTS} "
         "SELECT count(*) AS n FROM t"
     ).bindparams(*_FENCE_BINDS, bindparam("p_remote", type_=JSONB))
 )
