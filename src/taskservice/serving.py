@@ -91,7 +91,7 @@ class _Server(uvicorn.Server):
 # The collector's first threshold: tracked objects allocated (net of those freed)
 # before a young collection. Python's 700 is crossed by what the requests and runs
 # in flight hold for a moment, not by garbage: one process of `bench/peers.py`'s
-# load made 1,700 young and 13 full collections a 3,000 tasks, 190 µs of CPU per
+# load made 1,700 young and 13 full collections per 3,000 tasks, 190 µs of CPU a
 # task; at 20,000, 8 young ones and 10 µs per task, the longest pause 5-9 ms. What
 # only a collection frees (reference cycles) waits longer: a few MB at most.
 YOUNG_COLLECTION_THRESHOLD = 20_000

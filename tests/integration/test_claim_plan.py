@@ -1,8 +1,11 @@
-"""The claim's plan on a table of a few thousand tasks (a small deployment, or one
-kept small by retention): the claimed rows are updated by their key, never found by
-reading every task, which the planner chose there before (a claim then cost a read
-of the whole table, each time). The plan the service runs is the generic one, kept
-for the session: planning it anew for each claim cost more than running it."""
+"""The plans of a worker's statements on a table of a few thousand tasks (a small
+deployment, or one kept small by retention).
+
+A claim updates the rows it picked by their key, never found by reading every task,
+which the planner chose there before (a claim then cost a read of the whole table,
+each time). The plan the service runs is the generic one, kept for the session:
+planning it anew for each claim cost more than running it. A run's fenced writes
+find their task by its key, not by reading every running task."""
 
 from __future__ import annotations
 
@@ -57,15 +60,16 @@ async def _explained_generic(raw: Any) -> Any:
     """The claim as the service runs it: one plan for the session (its settings),
     made on an empty table, kept while the table fills (no ANALYZE in between)."""
     await raw.execute("ANALYZE tasks")
-    for name, value in GENERIC_PLANS.items():
-        await raw.execute(f"SET {name} = {value}")
     await raw.execute(f"PREPARE claim AS {_CLAIM.sql}")
-    await raw.execute(f"EXECUTE claim({_CLAIM_ARGS})")  # plans it, claiming nothing
-    await raw.execute(_FILL)
-    explained = await raw.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim({_CLAIM_ARGS})")
-    await raw.execute("DEALLOCATE claim")
-    await raw.execute("RESET ALL")
-    return explained
+    try:
+        for name, value in GENERIC_PLANS.items():
+            await raw.execute(f"SET {name} = {value}")
+        await raw.execute(f"EXECUTE claim({_CLAIM_ARGS})")  # plans it, claiming nothing
+        await raw.execute(_FILL)
+        return await raw.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim({_CLAIM_ARGS})")
+    finally:  # the engine's connection goes back to its pool as it came
+        await raw.execute("DEALLOCATE claim")
+        await raw.execute("RESET ALL")
 
 
 @pytest.mark.parametrize("planned", [_explained_custom, _explained_generic])

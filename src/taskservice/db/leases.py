@@ -29,8 +29,8 @@ from taskservice.models import Lease, Task
 # written plainly, the condition implies the predicate of the partial indexes over
 # running tasks (`ix_tasks_running_tenant`, `ix_tasks_lease_expiry`,
 # `ix_tasks_live_state`), and a plan made while few tasks ran chose one of them and
-# read every running task to find this one (a finish cost 420 µs of PostgreSQL's CPU with 1,000 running, 590 with
-# 4,000, until an ANALYZE replaced the plan).
+# read every running task to find this one (a finish cost 420 µs of PostgreSQL's CPU
+# with 1,000 running, 590 with 4,000, until an ANALYZE replaced the plan).
 HELD = "id = :p_id AND state || '' = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt"
 
 
