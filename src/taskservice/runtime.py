@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,7 +46,6 @@ from taskservice.tools import ToolFunction
 from taskservice.tracing import Tracing
 from taskservice.webhooks.dispatcher import Dispatcher, PushFormats
 from taskservice.webhooks.subscriptions import WebhookService
-from taskservice.worker.delegation import Delegator
 from taskservice.worker.executor import Executor
 from taskservice.worker.live_output import LiveWriter, QuietRuns
 from taskservice.worker.pool import WorkerPool
@@ -53,9 +53,22 @@ from taskservice.worker.pruner import Pruner
 from taskservice.worker.reaper import Reaper
 from taskservice.worker.scheduler import Scheduler
 
+if TYPE_CHECKING:  # loaded only where a profile delegates (`_delegator`)
+    from taskservice.worker.delegation import Delegator
+
 log = logging.getLogger(__name__)
 # API keys, readiness and service secrets: low-rate paths (key lookups are cached).
 _ENGINE_POOL_SIZE = 4
+
+
+def _delegator(catalog: AgentCatalog) -> Delegator | None:
+    """What runs the tasks of remote (`a2a`) profiles, when there are any: only then
+    is the A2A SDK loaded, about 8 MiB of every process that does."""
+    if all(profile.remote is None for profile in catalog.profiles.values()):
+        return None
+    from taskservice.worker.delegation import Delegator
+
+    return Delegator(catalog.settings)
 
 
 @dataclass
@@ -220,7 +233,7 @@ class Runtime:
                     leases=LeaseStore(db),
                     ledger=ledger,
                     executor=Executor(
-                        catalog, live=writer, budgets=budgets, delegator=Delegator(settings)
+                        catalog, live=writer, budgets=budgets, delegator=_delegator(catalog)
                     ),
                     hub=hub,
                     settings=settings,

@@ -12,7 +12,7 @@ task's are not, until a stream asks for them.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import (
@@ -34,7 +34,6 @@ from taskservice.models import Task
 from taskservice.rate_limits import Throttled, gated
 from taskservice.tools import ASK_USER, WAITS_FOR_SUBTASKS, current_run
 from taskservice.worker.budget import RunGate
-from taskservice.worker.delegation import Delegator
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput, LiveWriter
 from taskservice.worker.outcomes import (
@@ -44,6 +43,9 @@ from taskservice.worker.outcomes import (
     Outcome,
     WaitsForBudget,
 )
+
+if TYPE_CHECKING:  # the runtime loads it only where a profile delegates
+    from taskservice.worker.delegation import Delegator
 
 log = logging.getLogger(__name__)
 
