@@ -20,7 +20,9 @@ model; >= 400 tasks/s for taskservice with a 100 ms one). The client is `wrk` (a
 issue 17 measured; `apt-get install wrk`), a Lua script giving every request its own
 `messageId` and counting answers that are not a completed task; `--client python`
 uses httpx instead, which takes a core's share from the servers. Both run on the
-same cores as the servers: the ratio is what to read.
+same cores as the servers: the ratio is what to read. With wrk it also prints
+taskservice's CPU per task, its processes' and PostgreSQL's (`psutil`, over the
+measured runs), and the rate those would allow on this machine's cores.
 
     .venv/bin/python bench/peers.py [--seconds 10] [--rounds 2] [--connections 64]
     .venv/bin/python bench/peers.py --model-delay-ms 100
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -38,14 +41,18 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import httpx
+import psutil
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from submit import (  # noqa: E402
     DEFAULT_SERVER,
+    cpu_seconds,
     drop_database,
     free_port,
     make_database,
@@ -224,20 +231,49 @@ def wrk_script(name: str, folder: Path) -> Path:
     return script
 
 
-def wrk_load(url: str, script: Path, connections: int, seconds: float) -> tuple[float, int]:
-    """Tasks completed per second by wrk (after a second's warm-up run), and the
-    answers that were not a completed task (errors and timeouts included)."""
+def wrk_load(
+    url: str,
+    script: Path,
+    connections: int,
+    seconds: float,
+    cpu: Callable[[], tuple[float, float]] | None = None,
+) -> tuple[float, int, tuple[float, float] | None]:
+    """Tasks completed per second by wrk (after a second's warm-up run), the answers
+    that were not a completed task (errors and timeouts included), and what `cpu`
+    (CPU seconds so far) grew by over the measured run."""
     command = ["wrk", "-t2", f"-c{connections}", "--timeout", "60s", "-s", str(script), url]
     subprocess.run([*command[:1], "-d1s", *command[1:]], check=True, capture_output=True)
+    before = cpu() if cpu is not None else None
     out = subprocess.run(
         [*command[:1], f"-d{seconds:g}s", *command[1:]], check=True, capture_output=True, text=True
     ).stdout
+    used = None
+    if cpu is not None and before is not None:
+        after = cpu()
+        used = (after[0] - before[0], after[1] - before[1])
     rate = float(out.split("Requests/sec:")[1].split()[0])
     bad = int(out.split("BAD ")[1].split()[0])
     errors = out.split("Socket errors:")[1].split("\n")[0] if "Socket errors:" in out else ""
     if errors:
         print(f"  socket errors:{errors}", flush=True)
-    return rate * (1 - bad / max(1, int(out.split(" requests in ")[0].split()[-1]))), bad
+    return rate * (1 - bad / max(1, int(out.split(" requests in ")[0].split()[-1]))), bad, used
+
+
+def _cpu_now(serve_pid: int) -> tuple[float, float]:
+    """CPU seconds so far of taskservice's processes and of PostgreSQL's."""
+    return cpu_seconds(serve_pid), postgres_cpu_seconds()
+
+
+def postgres_cpu_seconds() -> float:
+    """The CPU time so far of this machine's PostgreSQL processes (the bench's
+    database server is local: the machine's own, or the embedded one)."""
+    total = 0.0
+    for process in psutil.process_iter(["name"]):
+        if (process.info["name"] or "").startswith("postgres"):
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                times = process.cpu_times()
+                total += times.user + times.system
+    return total
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -258,6 +294,7 @@ async def run(args: argparse.Namespace) -> None:
     )
     theirs = start_fasta2a(theirs_port, env)
     results: dict[str, list[float]] = {"taskservice": [], "fasta2a": []}
+    costs: tuple[list[float], list[float]] = ([], [])  # taskservice's server, PostgreSQL
     folder = tempfile.mkdtemp(prefix="peers-")
     try:
         wait_ready(f"http://127.0.0.1:{ours_port}/readyz", ours)
@@ -272,7 +309,14 @@ async def run(args: argparse.Namespace) -> None:
             for name in order:
                 base, once = servers[name]
                 if args.client == "wrk":
-                    rate, failed = wrk_load(base, scripts[name], args.connections, args.seconds)
+                    cpu = partial(_cpu_now, ours.pid) if name == "taskservice" else None
+                    rate, failed, used = wrk_load(
+                        base, scripts[name], args.connections, args.seconds, cpu
+                    )
+                    if used is not None and rate > 0:
+                        tasks = rate * args.seconds
+                        costs[0].append(used[0] / tasks * 1e6)
+                        costs[1].append(used[1] / tasks * 1e6)
                 else:
                     rate, failed = await load(base, once, args.connections, args.seconds)
                 results[name].append(rate)
@@ -293,6 +337,15 @@ async def run(args: argparse.Namespace) -> None:
         f"taskservice {ours_rate:.1f}/s, fasta2a {theirs_rate:.1f}/s, "
         f"ratio {ours_rate / theirs_rate:.2f}"
     )
+    if costs[0]:
+        server, postgres = (sum(c) / len(c) for c in costs)
+        cores = os.cpu_count() or 1
+        print(
+            f"taskservice's CPU per task: its processes {server:.0f} us, "
+            f"PostgreSQL {postgres:.0f} us, {server + postgres:.0f} us in all "
+            f"(at most {cores * 1e6 / (server + postgres):.0f} tasks/s on {cores} cores "
+            "with nothing else running)"
+        )
 
 
 def main() -> None:
