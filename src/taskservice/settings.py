@@ -235,7 +235,7 @@ class Settings(BaseSettings):
         default=100,
         ge=1,
         description="agent runs at once per process: runs mostly wait on their model, "
-        "and a waiting run holds about 115 KiB and no database connection",
+        "and a waiting run holds about 118 KiB and no database connection",
     )
     delegation_concurrency: int = Field(
         default=256,
