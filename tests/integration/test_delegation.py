@@ -157,6 +157,19 @@ async def submitted_unclaimed(make_live: LiveFactory, settings: dict[str, Any], 
         return await delegate(ours, input)
 
 
+async def finished_by_a_worker(
+    make_live: LiveFactory, settings: dict[str, Any], task_id: str
+) -> tuple[dict[str, Any], list[str]]:
+    """A delegating service with workers started (the one after a crash): the task
+    once it finished, and its log lines."""
+    async with (
+        make_live(**settings) as worker,
+        httpx.AsyncClient(base_url=worker.url, timeout=30) as ours,
+    ):
+        task = await finished(ours, task_id)
+        return task, await log_lines(ours, task_id)
+
+
 async def test_a_delegated_task_completes_with_the_remote_agents_answer(
     make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
 ) -> None:
@@ -239,11 +252,7 @@ async def test_a_message_sent_before_a_crash_is_sent_again_as_the_same_message(
         # without the time of sending: no search), its message sent.
         state = {"agent": remote_server.url, "message_id": f"{task_id}:1"}
         first_send = await died_sending(engine, remote, task_id, state, text_)
-        async with (
-            make_live(**settings) as worker,
-            httpx.AsyncClient(base_url=worker.url, timeout=30) as ours,
-        ):
-            task = await finished(ours, task_id)
+        task, _ = await finished_by_a_worker(make_live, settings, task_id)
         theirs = await remote_tasks(remote, text_)
     assert task["state"] == "completed", task
     assert [t["id"] for t in theirs] == [first_send]
@@ -287,12 +296,7 @@ async def test_a_message_sent_before_a_crash_to_an_agent_that_would_run_it_again
         sending_at = datetime.now(UTC).isoformat()
         state = {"agent": remote.url, "message_id": message_id, "sending_at": sending_at}
         first_send = await died_sending(engine, remote_client, task_id, state, INPUT)
-        async with (
-            make_live(**settings) as worker,
-            httpx.AsyncClient(base_url=worker.url, timeout=30) as ours,
-        ):
-            task = await finished(ours, task_id)
-            logs = await log_lines(ours, task_id)
+        task, logs = await finished_by_a_worker(make_live, settings, task_id)
     assert task["state"] == "completed", task
     assert task["result"] == f"echo: {INPUT}"
     assert remote.echo.received == [message_id]  # once: not sent again
