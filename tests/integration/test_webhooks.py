@@ -207,11 +207,16 @@ async def test_a_hanging_receiver_times_out_and_is_tried_again(
         await client.post(f"/v1/tasks/{task['id']}/cancel")
         (delivery,) = await settled(client, task["id"], 1)
 
-    first, second = delivery["attempt_log"]
+    log = delivery["attempt_log"]
+    first, *between, last = log
     assert first["status_code"] is None
     assert first["error"] == "no answer within 0.5 s"
     assert 450 <= first["duration_ms"] < 2000
-    assert second["status_code"] == 200
+    # The receiver answers at once after its one hang; on a machine that stalls for
+    # half a second a second attempt may time out as well, and is tried again too.
+    assert all(a["error"] == "no answer within 0.5 s" for a in between), log
+    assert [a["attempt"] for a in log] == list(range(1, len(log) + 1))
+    assert last["status_code"] == 200
     assert delivery["status"] == "succeeded"
 
 
