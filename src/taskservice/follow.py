@@ -30,6 +30,7 @@ import contextlib
 import math
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from typing import TypeVar
 
 from taskservice.db.eventlog import STATE_CHANGE, EventLog
 from taskservice.db.tasks import TaskStore
@@ -43,6 +44,7 @@ from taskservice.states import TaskState
 # What a follower yields: the snapshot, an event, a delta of live output, or None
 # when it was idle.
 Update = Task | TaskEvent | Delta | None
+Extra = TypeVar("Extra")  # what a settled wait reads with the task
 
 
 def moved_to(event: TaskEvent) -> TaskState | None:
@@ -73,12 +75,18 @@ class TaskFollower:
         self.live = live
 
     async def until_settled(
-        self, task: Task, *, deadline: float, settles: Callable[[TaskState], bool]
-    ) -> Task:
+        self,
+        task: Task,
+        *,
+        deadline: float,
+        settles: Callable[[TaskState], bool],
+        read: Callable[[], Awaitable[tuple[Task, Extra] | None]],
+    ) -> tuple[Task, Extra]:
         """`task` (as just read or created) once its state `settles`, or once
         `deadline` (loop time) passed: from the notices of its changes of state, which
         say the state they moved to, so only the task's final read touches the
-        database (and a read each poll interval, should notices be lost)."""
+        database (and a read each poll interval, should notices be lost). `read`
+        reads the task afresh, with what else the caller wants read with it."""
         clock = asyncio.get_running_loop().time
         poll = self.settings.stream_poll_seconds
         with self.watchers.watch_state(task.id, after=task.event_seq) as watch:
@@ -87,11 +95,12 @@ class TaskFollower:
                 heard = watch.state is not None and settles(TaskState(watch.state))
                 if heard or watch.stale or clock() >= min(next_poll, deadline):
                     watch.stale = False
-                    fresh = await self.store.get(task.id, tenant=task.tenant)
-                    if fresh is None:
+                    found = await read()
+                    if found is None:
                         raise NotFound(f"task {task.id} not found")
+                    fresh = found[0]
                     if settles(fresh.state) or clock() >= deadline:
-                        return fresh
+                        return found
                     watch.saw(fresh.event_seq, fresh.state.value)  # moved on since
                     next_poll = clock() + poll
                     continue

@@ -241,12 +241,20 @@ class TaskService:
         (an MCP call's progress)."""
         if self._follower is None or seconds <= 0 or _settles(task.state, finished=finished):
             return task
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(seconds, self.settings.max_wait_seconds)
+        deadline = self._deadline(seconds)
         if on_event is None:  # the state is enough: no read of the event log
-            return await self._follower.until_settled(
-                task, deadline=deadline, settles=lambda state: _settles(state, finished=finished)
+
+            async def read() -> tuple[Task, None] | None:
+                fresh = await self.store.get(task.id, tenant=task.tenant)
+                return (fresh, None) if fresh is not None else None
+
+            settled, _ = await self._follower.until_settled(
+                task,
+                deadline=deadline,
+                settles=lambda state: _settles(state, finished=finished),
+                read=read,
             )
+            return settled
         follow = self._follower.follow(tenant=task.tenant, task_id=task.id, deadline=deadline)
         async with aclosing(follow) as updates:
             async for update in updates:
@@ -259,6 +267,25 @@ class TaskService:
                     if _settles(moved_to(update), finished=finished):
                         break
         return await self.get(tenant=task.tenant, task_id=task.id)
+
+    async def settle_with_messages(
+        self, task: Task, seconds: float
+    ) -> tuple[Task, list[dict[str, Any]] | None]:
+        """`settle`, reading the task's ledger messages (`position`, `message`) with
+        its last state in one statement: None when the task was not read again (it
+        had settled already, or there was no time to wait)."""
+        if self._follower is None or seconds <= 0 or _settles(task.state):
+            return task, None
+        return await self._follower.until_settled(
+            task,
+            deadline=self._deadline(seconds),
+            settles=_settles,
+            read=lambda: self.store.get_with_messages(task.id, tenant=task.tenant),
+        )
+
+    def _deadline(self, seconds: float) -> float:
+        """The loop time at which a wait of `seconds` (capped) ends."""
+        return asyncio.get_running_loop().time() + min(seconds, self.settings.max_wait_seconds)
 
     async def list_tasks(
         self,

@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 
 from taskservice.db.eventlog import EventLog
+from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
 from taskservice.models import Lease
 from taskservice.states import TaskState
 from tests.conftest import ClientFactory, wait_for
+
+A2A_1_0 = {"A2A-Version": "1.0"}
 
 
 async def finish(store: TaskStore, task_id: uuid.UUID) -> None:
@@ -87,4 +90,41 @@ async def test_a_wait_that_begins_just_after_the_change_sees_it_at_once(
         settled = await runtime.service.settle(stale, 20)
     assert settled.state is TaskState.COMPLETED
     assert time.monotonic() - started < 2
+    assert no_log_reads == []
+
+
+async def test_a_blocking_a2a_send_reads_the_settled_task_with_its_messages(
+    make_client: ClientFactory,
+    store: TaskStore,
+    no_log_reads: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One read at the end: the task and the messages of its answer's history."""
+    ledger_reads: list[uuid.UUID] = []
+    all_messages = LedgerStore.all_messages
+
+    async def counted(self: LedgerStore, task_id: uuid.UUID) -> list[Any]:
+        ledger_reads.append(task_id)
+        return await all_messages(self, task_id)
+
+    monkeypatch.setattr(LedgerStore, "all_messages", counted)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"role": "ROLE_USER", "messageId": "m-1", "parts": [{"text": "hi"}]}},
+    }
+    async with make_client(workers_enabled=True) as client:
+        sent = (await client.post("/a2a", json=body, headers=A2A_1_0)).json()["result"]["task"]
+        read_by_the_send = list(ledger_reads)
+        get = {**body, "method": "GetTask", "params": {"id": sent["id"]}}
+        got = (await client.post("/a2a", json=get, headers=A2A_1_0)).json()["result"]
+        elsewhere = await store.get_with_messages(uuid.UUID(sent["id"]), tenant="someone-else")
+
+    assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [m["role"] for m in sent["history"]] == ["ROLE_USER", "ROLE_AGENT"]
+    assert read_by_the_send == []
+    assert sent["history"] == got["history"]  # as GetTask, which reads the ledger itself
+    assert ledger_reads == [uuid.UUID(sent["id"])]
+    assert elsewhere is None
     assert no_log_reads == []

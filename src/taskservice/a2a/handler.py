@@ -14,8 +14,9 @@ event log through `service.follower`, as the REST stream and the long poll do.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
+from typing import Any
 
 from taskservice.a2a.conversation import (
     SendRequest,
@@ -131,9 +132,12 @@ class A2AHandler:
         # A sender that waits is not streamed to (its answer comes whole); one that
         # returns at once is about to follow the task, by a stream perhaps.
         task = await self.deliver(request, quiet=request.wait)
-        if request.wait:
-            task = await self.service.settle(task, self.service.settings.max_wait_seconds)
-        return await self.view(task, request.history_length)
+        if not request.wait:
+            return await self.view(task, request.history_length)
+        # The settled task is read with its messages, in one round trip.
+        waited = self.service.settings.max_wait_seconds
+        task, rows = await self.service.settle_with_messages(task, waited)
+        return await self.view(task, request.history_length, rows=rows)
 
     async def find(self, task_id: str) -> Task:
         return await self.service.get(tenant=self.tenant, task_id=task_id)
@@ -145,12 +149,20 @@ class A2AHandler:
             raise _refused(Kind.UNSUPPORTED_OPERATION, task, "there is nothing to subscribe to")
         return task
 
-    async def view(self, task: Task, history_length: int | None) -> View:
+    async def view(
+        self,
+        task: Task,
+        history_length: int | None,
+        *,
+        rows: Sequence[Mapping[str, Any]] | None = None,
+    ) -> View:
         """`task` with the last `history_length` messages of its history (all when
-        None): the ledger is read only when some are asked for."""
+        None): the ledger's `rows`, read with the task, or read here when some are
+        asked for."""
         if history_length == 0:
             return View(task, [])
-        rows = await self.service.ledger.all_messages(task.id)
+        if rows is None:
+            rows = await self.service.ledger.all_messages(task.id)
         queued = await self.service.inbox.unread(task)
         return View(task, last(history(task, rows, queued), history_length))
 

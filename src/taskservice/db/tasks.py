@@ -70,6 +70,18 @@ _GET_MANY = Statement(
 _GET_SCOPED = Statement(
     select(tasks).where(tasks.c.id == bindparam("id"), tasks.c.tenant == bindparam("tenant"))
 )
+# The task and its conversation as one snapshot, in one round trip (a blocking A2A
+# send answers with both): `history`, the ledger's messages in order, each with its
+# position and message.
+_GET_WITH_MESSAGES = Statement(
+    text("""
+SELECT t.*, (SELECT coalesce(jsonb_agg(jsonb_build_object('position', m.position,
+                                                           'message', m.message)
+                                        ORDER BY m.position), '[]')
+             FROM task_messages m WHERE m.task_id = t.id) AS history
+FROM tasks t WHERE t.id = :id AND t.tenant = :tenant
+""").bindparams(bindparam("id", type_=UUID(as_uuid=True)), bindparam("tenant", type_=Text))
+)
 
 
 @lru_cache(maxsize=128)
@@ -203,6 +215,13 @@ class TaskStore:
         else:
             row = await self.db.fetchrow(_GET_SCOPED, {"id": task_id, "tenant": tenant})
         return task_from_row(row) if row is not None else None
+
+    async def get_with_messages(
+        self, task_id: uuid.UUID, *, tenant: str
+    ) -> tuple[Task, list[dict[str, Any]]] | None:
+        """The task and its ledger's messages (`position`, `message`), read together."""
+        row = await self.db.fetchrow(_GET_WITH_MESSAGES, {"id": task_id, "tenant": tenant})
+        return (task_from_row(row), row["history"]) if row is not None else None
 
     async def get_many(self, task_ids: list[uuid.UUID]) -> dict[uuid.UUID, Task]:
         rows = await self.db.fetch(_GET_MANY, {"ids": task_ids})
