@@ -4,9 +4,13 @@
 ```
    woken (NOTIFY, a slot freed, stop) ─┐
           poll interval elapsed ───────┼─▶ claim ≤ free slots ─▶ start each claimed item
-                                       │        │ some claimed: claim again at once
-                                       └────────┘ none: sleep until woken or the poll
+                                       │        │ some claimed, maybe more: claim again
+                                       └────────┘ else: sleep until woken or the poll
 ```
+
+A claim says whether more may be claimable at once; when it took all there was, a
+claim at once would find nothing (what becomes claimable since is announced, and the
+announcement wakes the loop), and under load cost a statement per wake.
 
 A claim that fails on the database is reported once per outage (`db.outage`) and
 retried after `RETRY_DELAY`; the loop never ends by itself but on `stop`, and an
@@ -37,12 +41,13 @@ class ClaimLoop(Generic[Item]):
         *,
         capacity: int,
         busy: Callable[[], int],
-        claim: Callable[[int], Awaitable[Sequence[Item]]],
+        claim: Callable[[int], Awaitable[tuple[Sequence[Item], bool]]],
         start: Callable[[Item], None],
         poll_interval: float,
     ) -> None:
-        """`claim(n)` takes up to n items, `start(item)` begins one (without waiting
-        for it), `busy()` counts those still under way out of `capacity`."""
+        """`claim(n)` takes up to n items and says whether more may be claimable
+        now, `start(item)` begins one (without waiting for it), `busy()` counts those
+        still under way out of `capacity`."""
         self.name = name
         self._capacity = capacity
         self._busy = busy
@@ -88,9 +93,10 @@ class ClaimLoop(Generic[Item]):
             self._wake.clear()
             free = self._capacity - self._busy()
             claimed: Sequence[Item] = ()
+            more = False
             if free > 0:
                 try:
-                    claimed = await self._claim(free)
+                    claimed, more = await self._claim(free)
                 except TRANSIENT_ERRORS as exc:
                     OUTAGE.failed(self.name, exc)
                     await asyncio.sleep(RETRY_DELAY)
@@ -98,6 +104,6 @@ class ClaimLoop(Generic[Item]):
                 for item in claimed:
                     self._start(item)
             self._held_back = len(claimed) >= free
-            if claimed:
-                continue  # there may be more: claim again while slots are free
+            if claimed and more:
+                continue  # claim again while slots are free
             await wait_until(self._wake.wait(), self._poll_interval)

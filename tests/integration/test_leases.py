@@ -52,6 +52,32 @@ async def test_the_tenant_cap_bounds_running_tasks_across_claims(
     assert other.id in {t.id for t in first}
 
 
+async def test_a_claim_says_whether_another_now_may_find_more(
+    store: TaskStore, leases: LeaseStore
+) -> None:
+    async def claim(limit: int, cap: int | None = None) -> tuple[list[str], bool]:
+        claimed, more = await leases.claim_timed(
+            owner="w", limit=limit, lease_seconds=30, tenant_cap=cap
+        )
+        return sorted(task.tenant for task, _ in claimed), more
+
+    for _ in range(3):
+        await new_task(store, tenant="a")
+    assert await claim(10) == (["a", "a", "a"], False)  # all there was
+    await new_task(store, tenant="a")
+    for _ in range(8):
+        await new_task(store, tenant="b")
+    # Shares of 2: "a" had one, "b" filled its share and has more.
+    assert await claim(4) == (["a", "b", "b"], True)
+    assert await claim(4) == (["b", "b", "b", "b"], True)  # the whole limit: maybe more
+    assert await claim(4) == (["b", "b"], False)
+    assert await claim(4) == ([], False)
+    for _ in range(5):
+        await new_task(store, tenant="c")
+    # Bound by its cap of 2 running (it has none yet): more only once one finishes.
+    assert await claim(10, cap=2) == (["c", "c"], False)
+
+
 async def test_concurrent_claimers_never_exceed_the_tenant_cap(
     store: TaskStore, leases: LeaseStore
 ) -> None:

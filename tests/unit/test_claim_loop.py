@@ -1,6 +1,6 @@
 """`ClaimLoop`, shared by the worker pool and the webhook dispatcher: claims up to
-the free slots, again while claims come back, then sleeps until woken; a database
-failure is retried; an unexpected error is logged at once."""
+the free slots, again while a claim says more may be left, then sleeps until woken;
+a database failure is retried; an unexpected error is logged at once."""
 
 from __future__ import annotations
 
@@ -14,17 +14,21 @@ from taskservice.claims import ClaimLoop
 from taskservice.errors import DatabaseUnavailable
 
 
-def backlog_loop(items: int, capacity: int) -> tuple[ClaimLoop[int], list[int], set[int]]:
-    """A loop over a backlog of `items`, with `capacity` slots: the loop, the limits
-    each claim asked for, and what is running."""
+def backlog_loop(
+    items: int, capacity: int, per_claim: int | None = None
+) -> tuple[ClaimLoop[int], list[int], set[int]]:
+    """A loop over a backlog of `items`, with `capacity` slots, a claim taking at most
+    `per_claim` (a tenant's share) and saying whether any are left: the loop, the
+    limits each claim asked for, and what is running."""
     backlog = list(range(items))
     asked: list[int] = []
     running: set[int] = set()
 
-    async def claim(limit: int) -> list[int]:
+    async def claim(limit: int) -> tuple[list[int], bool]:
         asked.append(limit)
-        taken, backlog[:] = backlog[:limit], backlog[limit:]
-        return taken
+        n = min(limit, per_claim or limit)
+        taken, backlog[:] = backlog[:n], backlog[n:]
+        return taken, bool(backlog)
 
     loop = ClaimLoop(
         "test claim",
@@ -60,6 +64,20 @@ async def test_it_claims_up_to_the_free_slots_until_none_come_back_then_waits() 
         await loop.stop()
 
 
+async def test_it_claims_again_at_once_only_while_a_claim_says_more_may_be_left() -> None:
+    loop, asked, running = backlog_loop(5, capacity=10, per_claim=2)
+    loop.start()
+    try:
+        await asyncio.sleep(0.05)
+        assert running == {0, 1, 2, 3, 4}
+        assert asked == [10, 8, 6]  # the third took the last: no claim to find nothing
+        loop.wake()
+        await asyncio.sleep(0.05)
+        assert asked == [10, 8, 6, 5]  # woken (something announced): it looks
+    finally:
+        await loop.stop()
+
+
 async def test_a_freed_slot_claims_again_only_when_the_last_claim_was_held_back() -> None:
     loop, asked, running = backlog_loop(4, capacity=3)
     loop.start()
@@ -89,13 +107,13 @@ async def test_a_database_failure_is_retried_and_an_unexpected_error_is_logged(
     calls = 0
     started: list[str] = []
 
-    async def claim(limit: int) -> list[str]:
+    async def claim(limit: int) -> tuple[list[str], bool]:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise DatabaseUnavailable("the database went away")
         if calls == 2:
-            return ["after the outage"]
+            return ["after the outage"], True
         raise RuntimeError("a bug")
 
     loop = ClaimLoop(

@@ -85,7 +85,7 @@ free AS (
 budget AS (
     -- :p_limit shared out as evenly as it goes, the remainder to tenants in random
     -- order (so no tenant is always last); never more than a tenant's free slots.
-    SELECT tenant,
+    SELECT tenant, slots,
            least(slots, :p_limit / count(*) OVER ()
                         + CASE WHEN row_number() OVER (ORDER BY random())
                                     <= :p_limit % count(*) OVER () THEN 1 ELSE 0 END
@@ -129,8 +129,20 @@ t AS (
 ),
 e AS (
 {_CLAIMED_EVENT}
+),
+filled AS (
+    -- Whether another claim now may find more: some tenant got its whole share,
+    -- which its cap did not bound. Otherwise every tenant's claimable tasks were
+    -- taken (or are being taken by other claimers), and what becomes claimable
+    -- later is announced.
+    SELECT coalesce(bool_or(n.picked >= b.quota AND b.quota > 0
+                            AND (CAST(:p_cap AS integer) IS NULL OR b.quota < b.slots)),
+                    false) AS more
+    FROM budget b JOIN (SELECT tenant, count(*) AS picked FROM picks GROUP BY tenant) n
+         ON n.tenant = b.tenant
 )
-SELECT t.* FROM t JOIN e ON e.task_id = t.id ORDER BY t.priority DESC, t.run_at, t.id
+SELECT t.*, filled.more FROM t JOIN e ON e.task_id = t.id CROSS JOIN filled
+ORDER BY t.priority DESC, t.run_at, t.id
 """).bindparams(
         bindparam("p_cap", type_=Integer),
         bindparam("p_limit", type_=Integer),
@@ -368,16 +380,18 @@ class LeaseStore:
     async def claim(
         self, *, owner: str, limit: int, lease_seconds: float, tenant_cap: int | None = None
     ) -> list[Task]:
-        claimed = await self.claim_timed(
+        claimed, _ = await self.claim_timed(
             owner=owner, limit=limit, lease_seconds=lease_seconds, tenant_cap=tenant_cap
         )
         return [task for task, _ in claimed]
 
     async def claim_timed(
         self, *, owner: str, limit: int, lease_seconds: float, tenant_cap: int | None = None
-    ) -> list[tuple[Task, float]]:
+    ) -> tuple[list[tuple[Task, float]], bool]:
         """Claim tasks (see `_CLAIM`), each with how long it waited to be claimed: the
-        seconds since it became claimable (submitted, answered, recovered, released)."""
+        seconds since it became claimable (submitted, answered, recovered, released);
+        and whether another claim now may find more (False: this one took all that
+        was claimable, but for what other claimers were taking)."""
         params = {
             "p_cap": tenant_cap,
             "p_limit": limit,
@@ -390,7 +404,8 @@ class LeaseStore:
             async with self.db.connection(generic_plans=True) as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", CLAIM_LOCK)
                 rows = await conn.fetch(_CLAIM.sql, *_CLAIM.args(params))
-        return [(task_from_row(row), max(0.0, float(row["waited"]))) for row in rows]
+        claimed = [(task_from_row(row), max(0.0, float(row["waited"]))) for row in rows]
+        return claimed, bool(rows) and rows[0]["more"]
 
     async def heartbeat(
         self, *, owner: str, leases: Iterable[tuple[uuid.UUID, int]], lease_seconds: float

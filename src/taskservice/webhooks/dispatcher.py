@@ -170,9 +170,10 @@ class Dispatcher:
                         await self.store.release(claimed, dispatcher=self.dispatcher_id)
         await self._sender.aclose()
 
-    async def _claim(self, limit: int) -> list[tuple[Claimed, str | None]]:
+    async def _claim(self, limit: int) -> tuple[list[tuple[Claimed, str | None]], bool]:
         """Up to `limit` due deliveries, each with its body (None: the task is gone,
-        and its deliveries with it)."""
+        and its deliveries with it); and whether to claim again at once (when some
+        were claimed: a delivery falls due without an announcement)."""
         claimed = await self.store.claim(
             dispatcher=self.dispatcher_id, limit=limit, lease_seconds=self._lease
         )
@@ -182,7 +183,7 @@ class Dispatcher:
             # Claimed but not attempted: the leases run out, and they are retried.
             log.info("could not prepare the bodies of %d deliveries", len(claimed))
             raise
-        return [(delivery, payloads.get(delivery.id)) for delivery in claimed]
+        return [(delivery, payloads.get(delivery.id)) for delivery in claimed], bool(claimed)
 
     def _start(self, claimed: tuple[Claimed, str | None]) -> None:
         delivery, payload = claimed

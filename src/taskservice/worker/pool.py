@@ -199,7 +199,7 @@ class WorkerPool:
                 log.warning("task %s: lease lost; stopping its run", task_id)
                 run.cancel()
 
-    async def _claim(self, limit: int) -> list[tuple[Task, float]]:
+    async def _claim(self, limit: int) -> tuple[list[tuple[Task, float]], bool]:
         return await self.leases.claim_timed(
             owner=self.worker_id,
             limit=limit,
