@@ -128,3 +128,25 @@ async def test_a_blocking_a2a_send_reads_the_settled_task_with_its_messages(
     assert ledger_reads == [uuid.UUID(sent["id"])]
     assert elsewhere is None
     assert no_log_reads == []
+
+
+async def test_a_blocking_send_asking_for_no_history_reads_no_messages(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[uuid.UUID] = []
+    with_messages = TaskStore.get_with_messages
+
+    async def counted(self: TaskStore, task_id: uuid.UUID, *, tenant: str) -> Any:
+        reads.append(task_id)
+        return await with_messages(self, task_id, tenant=tenant)
+
+    monkeypatch.setattr(TaskStore, "get_with_messages", counted)
+    message = {"role": "ROLE_USER", "messageId": "m-2", "parts": [{"text": "hi"}]}
+    params = {"message": message, "configuration": {"historyLength": 0}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+    async with make_client(workers_enabled=True) as client:
+        sent = (await client.post("/a2a", json=body, headers=A2A_1_0)).json()["result"]["task"]
+
+    assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "history" not in sent
+    assert reads == []

@@ -134,8 +134,10 @@ class A2AHandler:
         task = await self.deliver(request, quiet=request.wait)
         if not request.wait:
             return await self.view(task, request.history_length)
-        # The settled task is read with its messages, in one round trip.
         waited = self.service.settings.max_wait_seconds
+        if request.history_length == 0:  # no history to answer with: the task alone
+            return await self.view(await self.service.settle(task, waited), 0)
+        # The settled task is read with its messages, in one round trip.
         task, rows = await self.service.settle_with_messages(task, waited)
         return await self.view(task, request.history_length, rows=rows)
 
