@@ -45,7 +45,9 @@ class DatabaseUnavailable(ServiceError):
     """The database could not be reached, or the connection broke mid-request.
 
     Clients get one shape whatever the cause (`detail` below, `Retry-After`); the
-    driver's words (`reason`) are for the log only."""
+    driver's words (`reason`) are for the log only. `unsent`: no connection could be
+    had (refused, or every one busy), so the statement never reached the database
+    and running it again cannot do anything twice."""
 
     status = 503
     title = "Service unavailable"
@@ -55,9 +57,10 @@ class DatabaseUnavailable(ServiceError):
         "Idempotency-Key cannot create a duplicate)"
     )
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, unsent: bool = False) -> None:
         super().__init__(self.DETAIL)
         self.reason = reason
+        self.unsent = unsent
 
     def __str__(self) -> str:
         return self.reason

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice import metrics
 from taskservice.agents import AgentCatalog, load_plugins
 from taskservice.auth import Authenticator
-from taskservice.db import migrate
+from taskservice.db import ENGINE_POOL_SIZE, migrate
 from taskservice.db.budgets import BudgetStore
 from taskservice.db.embedded import resolve_database_url
 from taskservice.db.engine import create_engine
@@ -57,8 +57,6 @@ if TYPE_CHECKING:  # loaded only where a profile delegates (`_delegator`)
     from taskservice.worker.delegation import Delegator
 
 log = logging.getLogger(__name__)
-# API keys, readiness and service secrets: low-rate paths (key lookups are cached).
-_ENGINE_POOL_SIZE = 4
 
 
 def _delegator(catalog: AgentCatalog) -> Delegator | None:
@@ -111,7 +109,7 @@ class Runtime:
             await migrate.upgrade(url)
         async with AsyncExitStack() as stack:
             # The engine serves migrations and admin paths; the hot paths run on `db`.
-            engine = create_engine(url, pool_size=_ENGINE_POOL_SIZE)
+            engine = create_engine(url, pool_size=ENGINE_POOL_SIZE)
             stack.push_async_callback(engine.dispose)
             db = await stack.enter_async_context(Database(url, pool_size=settings.db_pool_size))
             store = TaskStore(db)

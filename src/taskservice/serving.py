@@ -191,7 +191,7 @@ class Supervisor:
     async def _check_connections(self, url: str) -> None:
         """Say so when the processes could together open more connections than the
         server allows (a pool grows with load, so the failure would come later)."""
-        from taskservice.db import notify
+        from taskservice.db import connections, notify
 
         conn = await notify.connect(url)
         try:
@@ -200,16 +200,20 @@ class Supervisor:
             )
         finally:
             await conn.close()
-        # Per process: the pool, the engine's admin paths (4), LISTEN, the heartbeat
-        # and the live-output writer (one each).
-        each = self.settings.db_pool_size + 7
+        held = connections(
+            self.settings.db_pool_size,
+            workers=self.settings.workers_enabled,
+            live_output=self.settings.delta_interval_ms > 0,
+        )
+        each = sum(held.values())
         if self.processes * each > allowed:
             log.warning(
-                "%d processes may open up to %d database connections each, %d in all; the "
-                "server allows %d: lower TASKSERVICE_DB_POOL_SIZE or --processes, or raise "
-                "max_connections",
+                "%d processes may open up to %d database connections each (%s), %d in "
+                "all; the server allows %d: lower TASKSERVICE_DB_POOL_SIZE or --processes, "
+                "or raise max_connections",
                 self.processes,
                 each,
+                ", ".join(f"{n} {holder}" for holder, n in held.items()),
                 self.processes * each,
                 allowed,
             )

@@ -255,7 +255,8 @@ class Settings(BaseSettings):
     )
     outcome_retry_seconds: float = Field(
         default=30.0,
-        description="how long a worker retries its outcome write through a database outage",
+        description="how long a worker retries its outcome write, and a run waits for a "
+        "connection to record a step, through a database outage",
     )
     reap_interval: float = Field(
         default=5.0,

@@ -7,11 +7,12 @@ from typing import Any
 
 import asyncpg
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from taskservice import jsonvalues
+from taskservice.errors import DatabaseUnavailable
 
 
 def async_url(url: str) -> str:
@@ -66,6 +67,18 @@ def _check_on_checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
         raise DisconnectionError("the connection was closed while idle")  # the pool reconnects
 
 
+def _unavailable(ctx: ExceptionContext) -> None:
+    """A database fault (connect refused, connection lost) leaves the engine as the
+    domain's `DatabaseUnavailable`, as the compiled statements' pools do: every
+    transport then answers it in its own shape (an A2A status, a JSON-RPC error)."""
+    from taskservice.db import is_unavailable  # the package imports this module's users
+
+    if ctx.is_disconnect or is_unavailable(ctx.original_exception):
+        raise DatabaseUnavailable(
+            f"database fault: {ctx.original_exception}", unsent=ctx.connection is None
+        ) from ctx.sqlalchemy_exception or ctx.original_exception
+
+
 def create_engine(url: str, *, pool_size: int = 20, **kwargs: Any) -> AsyncEngine:
     """A fixed-size pool: overflow connections would be opened and closed per request
     under load. Each checkout checks the connection without a round trip (`stale`;
@@ -77,4 +90,5 @@ def create_engine(url: str, *, pool_size: int = 20, **kwargs: Any) -> AsyncEngin
         async_url(url), json_serializer=dumps_json, json_deserializer=jsonvalues.decode, **kwargs
     )
     event.listen(engine.sync_engine, "checkout", _check_on_checkout)
+    event.listen(engine.sync_engine, "handle_error", _unavailable)
     return engine

@@ -27,6 +27,35 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.InternalClientError,
 )
 
+# The server would not take a connection, or ended the session: too many clients
+# (`max_connections`, a role's or a database's `CONNECTION LIMIT`: SQLSTATE 53300),
+# starting up (57P03), shutting down (57P01, 57P02), or a connection-class failure
+# (class 08). A database fault like a killed connection: retry later. On a bare
+# connect they arrive as server errors, not as connection errors.
+REFUSED: tuple[type[BaseException], ...] = (
+    asyncpg.TooManyConnectionsError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.PostgresConnectionError,
+)
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether `exc`, or what it wraps (SQLAlchemy's `DBAPIError` keeps the driver's
+    error as the cause of its `orig`), is the server refusing a connection."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, REFUSED):
+            return True
+        todo += [current.__cause__, current.__context__, getattr(current, "orig", None)]
+    return False
+
 
 class Outage:
     def __init__(self) -> None:

@@ -22,7 +22,9 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from taskservice import jsonvalues
+from taskservice.db import CLAIM_POOL_SIZE  # such statements are few and short: claims
 from taskservice.db.engine import asyncpg_dsn, dumps_json, stale
+from taskservice.db.outage import REFUSED
 from taskservice.errors import DatabaseUnavailable
 
 _DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
@@ -36,6 +38,8 @@ _DISCONNECTS = (
     asyncpg.InternalClientError,
     ConnectionError,
     OSError,
+    # The server refusing a new connection (too many clients, starting, stopping).
+    *REFUSED,
 )
 
 Row = Mapping[str, Any]
@@ -126,7 +130,6 @@ def _discard(conn: asyncpg.Connection) -> None:
 # thousands of rows. These statements find their rows by index whatever the size,
 # so the sessions plan no sequential scan where an index serves.
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan", "enable_seqscan": "off"}
-_GENERIC_POOL_SIZE = 2  # such statements are few and short: the claim loop's
 
 
 class Database:
@@ -167,12 +170,14 @@ class Database:
                 **self._connect_kwargs,
             )
         except _DISCONNECTS as exc:
-            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+            raise DatabaseUnavailable(
+                f"cannot connect to the database: {exc}", unsent=True
+            ) from exc
 
     async def _generic(self) -> asyncpg.Pool:
         async with self._opening:
             if self._generic_pool is None:
-                self._generic_pool = await self._create_pool(_GENERIC_POOL_SIZE, GENERIC_PLANS)
+                self._generic_pool = await self._create_pool(CLAIM_POOL_SIZE, GENERIC_PLANS)
             return self._generic_pool
 
     async def close(self) -> None:
@@ -235,9 +240,11 @@ class Database:
                 await pool.release(conn)
             return await pool.acquire(timeout=self._acquire_timeout)  # a new one, surely
         except TimeoutError as exc:
-            raise DatabaseUnavailable("every database connection is busy") from exc
+            raise DatabaseUnavailable("every database connection is busy", unsent=True) from exc
         except _DISCONNECTS as exc:
-            raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+            raise DatabaseUnavailable(
+                f"cannot connect to the database: {exc}", unsent=True
+            ) from exc
 
     async def fetch(self, statement: Statement, params: Mapping[str, Any]) -> list[Row]:
         async with self.connection(generic_plans=statement.generic_plan) as conn:

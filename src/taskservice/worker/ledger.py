@@ -17,7 +17,8 @@ call that never started runs now.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import (
@@ -30,6 +31,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolResults
 
+from taskservice.db import retried, unsent
 from taskservice.db.sql import Row
 from taskservice.db.steps import Finished, LedgerStore
 from taskservice.metrics import MODEL_REQUESTS, MODEL_TOKENS
@@ -47,6 +49,8 @@ from taskservice.worker.turns import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 INTERRUPTED = "interrupted: the worker running this tool call stopped before it reported back"
 # A task's event_seq when its first claim has just written `running`: 1 `pending`, 2
@@ -66,6 +70,7 @@ def _merge(
 _RELEASED_BECAUSE = {
     "shutdown": "it was shutting down",
     "outcome_unwritten": "it could not record the outcome",
+    "ledger_unwritten": "it could not record the run's progress",
 }
 
 
@@ -108,8 +113,19 @@ class RunLedger(RunHooks):
     """The worker's adapter of the `RunHooks` port (`tools.RunHooks`, what tools call):
     one run's ledger, written through fenced statements."""
 
-    def __init__(self, store: LedgerStore, service: TaskService, task: Task, lease: Lease) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        service: TaskService,
+        task: Task,
+        lease: Lease,
+        *,
+        patience: float = 0.0,
+    ) -> None:
         self.store = store
+        # How long a statement waits for a connection while the database refuses
+        # them (`_patiently`).
+        self.patience = patience
         self.service = service  # subtasks are created as any task is
         self.task = task
         self.lease = lease
@@ -135,6 +151,16 @@ class RunLedger(RunHooks):
         if not written:
             raise LeaseLost(str(self.task.id))
 
+    async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A ledger statement, tried again for up to `patience` seconds while no
+        connection can be had (the database refuses new ones, every one is busy): it
+        never reached the database, so nothing is written twice, and the run goes on
+        where it was instead of stopping and being redone from the ledger. A fault
+        mid-statement (it may have committed) stops the run as before."""
+        return await retried(
+            call, where=f"task {self.task.id} ledger", within=self.patience, when=unsent
+        )
+
     # -- resume -----------------------------------------------------------------
 
     async def resume_state(self) -> tuple[list[ModelMessage], DeferredToolResults | None]:
@@ -150,13 +176,15 @@ class RunLedger(RunHooks):
             # anything else to resume from. (Every such write adds an event, so this
             # never skips a history that exists.)
             return [], None
-        rows = await self.store.all_messages(self.task.id)
+        rows = await self._patiently(lambda: self.store.all_messages(self.task.id))
         history = ModelMessagesTypeAdapter.validate_python([row["message"] for row in rows])
         self.position = len(history)
-        cause = await self.store.resume_cause(self.task.id, claim_seq=self.task.event_seq)
+        cause = await self._patiently(
+            lambda: self.store.resume_cause(self.task.id, claim_seq=self.task.event_seq)
+        )
         lines = [_resumed(self.task.attempt, cause, len(history))]
         pending = open_tool_calls(history)
-        calls = await self.store.all_calls(self.task.id) if pending else {}
+        calls = await self._patiently(lambda: self.store.all_calls(self.task.id)) if pending else {}
         results: dict[str, Any] = {}
         interrupted: list[ToolCallPart] = []
         for part in pending:
@@ -205,7 +233,10 @@ class RunLedger(RunHooks):
         if not self.mail:
             return
         self.mail = False
-        for followup in await self.service.inbox.followups.after(self.task.id, self.handed):
+        followups = await self._patiently(
+            lambda: self.service.inbox.followups.after(self.task.id, self.handed)
+        )
+        for followup in followups:
             run.enqueue(followup_request(followup))
             self.handed = followup.seq
 
@@ -248,8 +279,10 @@ class RunLedger(RunHooks):
         rows, self.staged = self.staged, None
         read = max(self.read, self.staged_read)
         self._check(
-            await self.store.append_messages(
-                self.task.id, lease=self.lease, usage=self.usage, read=read, **rows
+            await self._patiently(
+                lambda: self.store.append_messages(
+                    self.task.id, lease=self.lease, usage=self.usage, read=read, **rows
+                )
             )
         )
         self.read = read
@@ -311,16 +344,18 @@ class RunLedger(RunHooks):
         else:
             data["result"] = preview(result)
         self._check(
-            await self.store.update_call(
-                self.task.id,
-                lease=self.lease,
-                call_id=call_id,
-                name=name,
-                arguments=arguments,
-                status=status,
-                result=result,
-                error=error,
-                event={"type": kind, "data": data},
+            await self._patiently(
+                lambda: self.store.update_call(
+                    self.task.id,
+                    lease=self.lease,
+                    call_id=call_id,
+                    name=name,
+                    arguments=arguments,
+                    status=status,
+                    result=result,
+                    error=error,
+                    event={"type": kind, "data": data},
+                )
             )
         )
 
@@ -365,7 +400,7 @@ class RunLedger(RunHooks):
         return str(child.id)
 
     async def subtasks(self) -> list[dict[str, Any]] | None:
-        rows = await self.store.children(self.task.id)
+        rows = await self._patiently(lambda: self.store.children(self.task.id))
         if any(not TaskState(row["state"]).is_terminal for row in rows):
             return None
         return [
@@ -399,7 +434,7 @@ class RunLedger(RunHooks):
 
     async def answer_to(self, call_id: str) -> str | None:
         """The answer given to the question `call_id` (None: not answered)."""
-        row = (await self.store.all_calls(self.task.id)).get(call_id)
+        row = (await self._patiently(lambda: self.store.all_calls(self.task.id))).get(call_id)
         if row is None or row["status"] != "completed":
             return None
         return str(row["result"])
@@ -408,13 +443,19 @@ class RunLedger(RunHooks):
         """Record where the task stands on the remote agent it was delegated to
         (`Task.remote`), with an `info` line saying so."""
         events = [self.store.log_event("info", line)]
-        written = await self.store.note_remote(
-            self.task.id, lease=self.lease, remote=remote, events=events
+        written = await self._patiently(
+            lambda: self.store.note_remote(
+                self.task.id, lease=self.lease, remote=remote, events=events
+            )
         )
         self._check(written)
 
     async def _write(self, events: list[dict[str, Any]]) -> None:
-        self._check(await self.store.append_events(self.task.id, lease=self.lease, events=events))
+        self._check(
+            await self._patiently(
+                lambda: self.store.append_events(self.task.id, lease=self.lease, events=events)
+            )
+        )
 
 
 def _count(model: str, response: ModelResponse) -> None:

@@ -34,7 +34,7 @@ from opentelemetry.trace import SpanKind
 
 from taskservice import logs
 from taskservice.claims import ClaimLoop
-from taskservice.db import TRANSIENT_ERRORS
+from taskservice.db import TRANSIENT_ERRORS, retried
 from taskservice.db.leases import LeaseStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import Finished, LedgerStore
@@ -258,7 +258,13 @@ class WorkerPool:
         deadline = asyncio.get_running_loop().time() + timeout
         ended = "stopped"
         try:
-            ledger = self._ledgers[task.id] = RunLedger(self.ledger, self.service, task, lease)
+            ledger = self._ledgers[task.id] = RunLedger(
+                self.ledger,
+                self.service,
+                task,
+                lease,
+                patience=self.settings.outcome_retry_seconds,
+            )
             while True:
                 outcome = await self._run_agent(task, ledger, deadline)
                 if isinstance(outcome, WaitsForBudget):
@@ -275,10 +281,13 @@ class WorkerPool:
             # Cancelled by the API, lease lost, or shutdown: not ours to write.
             log.info("task %s: run stopped (attempt %d)", task.id, lease.attempt)
         except TRANSIENT_ERRORS as exc:
-            # The run's ledger could not be written: the lease will expire and the
-            # task will resume elsewhere from what the ledger holds.
+            # The run's ledger could not be written: give the task back, so that it
+            # resumes from what the ledger holds as soon as the database answers
+            # (should that fail too, once its lease expires).
             OUTAGE.failed(f"task {task.id}", exc)
             log.info("task %s: run stopped, its ledger could not be written", task.id)
+            self._finishing.add(task.id)  # a lost lease now is the release's to tell
+            await self._release(task.id, lease, reason="ledger_unwritten")
         finally:
             self.heartbeat.drop(task.id)
             self._finishing.discard(task.id)
@@ -355,18 +364,14 @@ class WorkerPool:
         dropped connection. Fencing makes retrying safe (if a failed attempt did
         commit, the next finds the task no longer ours). None: the database stayed
         unavailable."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.outcome_retry_seconds
-        delay = 0.05
-        while True:
-            try:
-                return await ledger.finish(target, values)
-            except TRANSIENT_ERRORS as exc:
-                OUTAGE.failed(f"task {task.id} outcome", exc)
-                if loop.time() + delay > deadline:
-                    return None
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        try:
+            return await retried(
+                lambda: ledger.finish(target, values),
+                where=f"task {task.id} outcome",
+                within=self.settings.outcome_retry_seconds,
+            )
+        except TRANSIENT_ERRORS:
+            return None
 
     async def _finish(self, task: Task, ledger: RunLedger, outcome: Ended) -> bool:
         """Write the outcome. False: not written, the run goes on (it would have

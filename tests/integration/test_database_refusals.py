@@ -1,0 +1,229 @@
+"""A database that refuses new connections: too many clients (`max_connections`, a
+role's or a database's `CONNECTION LIMIT`, SQLSTATE 53300), as when other clients
+took every slot. Real PostgreSQL: the service connects as a role of its own, whose
+`CONNECTION LIMIT` the test sets to 0 before terminating its backends, so that every
+reconnect is refused while the test's own connections (another role) go on.
+
+Every transport answers the one 503 shape, and a run whose ledger write meets the
+refusal waits for a connection and goes on: the task is neither failed nor redone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from pydantic_ai import RunContext
+from pydantic_ai.messages import ToolCallPart
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.engine import asyncpg_dsn
+from taskservice.db.outage import OUTAGE
+from taskservice.errors import DatabaseUnavailable
+from tests.acceptance.test_mcp import _modern as mcp_call
+from tests.conftest import ClientFactory, LiveFactory, wait_for
+from tests.integration.test_agents import scripted
+from tests.integration.test_database_blips import assert_unavailable
+
+A2A = {"A2A-Version": "1.0"}
+MCP = {
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tasks/get",
+}
+
+
+async def _admin(database_url: str, *statements: str) -> None:
+    dsn, kwargs = asyncpg_dsn(database_url)
+    conn = await asyncpg.connect(dsn, **kwargs)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+async def limited_role(database_url: str) -> AsyncIterator[str]:
+    """A login role with the service's privileges on the test database."""
+    role = f"taskservice_limited_{secrets.token_hex(3)}"
+    await _admin(
+        database_url,
+        f'CREATE ROLE "{role}" LOGIN',
+        f'GRANT USAGE ON SCHEMA public TO "{role}"',
+        f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"',
+        f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"',
+    )
+    try:
+        yield role
+    finally:
+        await _admin(database_url, f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"')
+
+
+@pytest.fixture
+async def refuse(database_url: str, limited_role: str) -> AsyncIterator[Any]:
+    """`await refuse(True)`: the role's connections are refused from now on (and those
+    it has are terminated); `await refuse(False)`: allowed again."""
+
+    async def switch(on: bool) -> None:
+        statements = [f'ALTER ROLE "{limited_role}" CONNECTION LIMIT {0 if on else -1}']
+        if on:
+            statements.append(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE usename = '{limited_role}'"
+            )
+        await _admin(database_url, *statements)
+
+    try:
+        yield switch
+    finally:
+        await switch(False)
+
+
+@pytest.fixture
+def limited_url(database_url: str, limited_role: str) -> str:
+    return make_url(database_url).set(username=limited_role).render_as_string(hide_password=False)
+
+
+def _requests(task_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """One request per transport and kind of read or write."""
+    message = {"role": "ROLE_USER", "messageId": secrets.token_hex(4), "parts": [{"text": "hi"}]}
+    return [
+        ("POST", "/v1/tasks", {"json": {"input": "x"}}),
+        ("GET", f"/v1/tasks/{task_id}", {}),
+        ("GET", "/v1/tasks", {}),
+        ("POST", f"/v1/tasks/{task_id}/cancel", {"json": {}}),
+        ("GET", f"/v1/tasks/{task_id}/events", {"headers": {"Accept": "text/event-stream"}}),
+        ("POST", "/a2a/rest/message:send", {"json": {"message": message}, "headers": A2A}),
+        ("GET", f"/a2a/rest/tasks/{task_id}", {"headers": A2A}),
+        (
+            "POST",
+            "/a2a",
+            {
+                "json": {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "GetTask",
+                    "params": {"id": task_id},
+                },
+                "headers": A2A,
+            },
+        ),
+        (
+            "POST",
+            "/mcp",
+            {"json": mcp_call("tasks/get", {"taskId": task_id}, tasks=True), "headers": MCP},
+        ),
+    ]
+
+
+def assert_refused(path: str, answer: httpx.Response) -> None:
+    """The database-unavailable answer of `path`'s transport: REST's 503; A2A
+    HTTP+JSON's 503 `UNAVAILABLE` status; on JSON-RPC (A2A, MCP) an HTTP 503 when
+    the caller could not be checked, else an error in a 200, marked retryable."""
+    where = (path, answer.status_code, answer.text)
+    if path.startswith("/v1/"):
+        assert_unavailable(answer)
+    elif path.startswith("/a2a/rest/"):
+        assert answer.status_code == 503, where
+        assert answer.json()["error"]["status"] == "UNAVAILABLE", where
+    elif answer.status_code != 503:
+        assert answer.status_code == 200, where
+        error = answer.json()["error"]
+        assert error["message"] == DatabaseUnavailable.DETAIL, where
+        assert "retryable" in json.dumps(error), where
+
+
+@pytest.mark.parametrize("auth_cache_seconds", [0, 3600], ids=["key-lookup", "routes"])
+async def test_every_transport_answers_503_while_connections_are_refused(
+    make_live: LiveFactory,
+    limited_url: str,
+    refuse: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    auth_cache_seconds: float,
+) -> None:
+    """With no cache, the open-mode check reads the keys first (SQLAlchemy's pool);
+    with one, each route's own statements meet the refusal (the asyncpg pools)."""
+    monkeypatch.setattr(OUTAGE, "_last_failure", -math.inf)  # a fault of its own
+    async with (
+        make_live(database_url=limited_url, auth_cache_seconds=auth_cache_seconds) as live,
+        httpx.AsyncClient(base_url=live.url, timeout=20) as client,
+    ):
+        task = (await client.post("/v1/tasks", json={"input": "before"})).json()
+        caplog.clear()
+        await refuse(True)
+        for method, path, kwargs in _requests(task["id"]):
+            answer = await client.request(method, path, **kwargs)
+            assert_refused(path, answer)
+        # The firehose opens without the database once the caller is known (it follows
+        # the event hub); its catch-up read ends the stream quietly, and the client
+        # resumes by Last-Event-ID.
+        firehose = await client.get("/v1/events", params={"after": 0})
+        assert firehose.status_code == (503 if auth_cache_seconds == 0 else 200), firehose.text
+        await refuse(False)
+        # Served again once connections are allowed; nothing was written meanwhile.
+        listed = (await client.get("/v1/tasks")).json()["tasks"]
+        assert [t["id"] for t in listed] == [task["id"]]
+        assert listed[0]["state"] == "pending"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert len([r for r in caplog.records if "database unavailable" in r.getMessage()]) == 1
+
+
+async def test_a_run_whose_ledger_write_is_refused_waits_and_goes_on(
+    make_client: ClientFactory,
+    db: AsyncEngine,
+    limited_url: str,
+    refuse: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The tool's result cannot be recorded while connections are refused: the run
+    waits for a connection (the statement never reached the database) and completes,
+    on its first attempt, the tool run once, no worker having given the task up."""
+    ran: list[str] = []
+
+    async def cut(ctx: RunContext[Any]) -> str:
+        """Takes the database's connections away for a while."""
+        ran.append(ctx.tool_call_id or "")
+        await refuse(True)
+        asyncio.get_running_loop().call_later(1.5, lambda: asyncio.ensure_future(refuse(False)))
+        return "cut"
+
+    model = scripted([ToolCallPart("cut", {}, tool_call_id="c1")], "done: {results}")
+    async with make_client(
+        database_url=limited_url,
+        models={"scripted": model},
+        tools={"cut": cut},
+        default_tools=["cut"],
+        workers_enabled=True,
+        auth_cache_seconds=3600,
+    ) as client:
+        task = (await client.post("/v1/tasks", json={"input": "go", "model": "scripted"})).json()
+
+        async def ended() -> dict[str, Any] | None:
+            answer = await client.get(f"/v1/tasks/{task['id']}")
+            if answer.status_code == 503:  # while refused
+                return None
+            ended = answer.json()
+            return ended if ended["state"] in ("completed", "failed") else None
+
+        done = await wait_for(ended, timeout=20)
+        events = (await client.get(f"/v1/tasks/{task['id']}/events")).json()["events"]
+    assert done["state"] == "completed", done
+    assert done["attempt"] == 1
+    assert ran == ["c1"]
+    types = [e["type"] for e in events]
+    assert "released" not in types, types
+    assert "recovered" not in types, types
+    results = [e["data"] for e in events if e["type"] == "tool_result"]
+    assert [(r["tool_call_id"], r["status"]) for r in results] == [("c1", "completed")]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
