@@ -8,12 +8,10 @@ layer), as asked, and says it streams (`SubscribeToTask`) when asked to."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import uvicorn
 from a2a.helpers.proto_helpers import new_data_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
@@ -35,6 +33,8 @@ from a2a.types import (
     TaskStatus,
 )
 from starlette.applications import Starlette
+
+from tests.fakes.loopback import free_port, served
 
 
 @dataclass
@@ -115,9 +115,7 @@ async def sdk_agent(
     binding: str = "JSONRPC",
     data: bool = False,
 ) -> AsyncIterator[SdkAgent]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     path = "/rest" if binding == "HTTP+JSON" else "/a2a"
     interface = AgentInterface(
@@ -141,14 +139,5 @@ async def sdk_agent(
     else:  # JSON-RPC, whatever else the card says (a card offering what nobody serves)
         routes = create_jsonrpc_routes(handler, path, enable_v0_3_compat=compat)
     app = Starlette(routes=[*create_agent_card_routes(card), *routes])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    serving = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if serving.done():
-                serving.result()
-            await asyncio.sleep(0.02)
+    async with served(app, port):
         yield SdkAgent(url=url, echo=echo, handler=handler)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(serving, timeout=30)

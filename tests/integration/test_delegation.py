@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import LiveFactory, fresh_database, wait_for
 from tests.fakes.a2a_sdk_agent import SdkAgent, sdk_agent
+from tests.fakes.faulty_proxy import faulty_proxy
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.helpers import asks_for_a_colour, log_lines, rebuild, stream
 
@@ -246,17 +247,37 @@ async def test_a_message_sent_before_a_crash_is_sent_again_as_the_same_message(
         make_live(database_url=remote_database_url, workers_enabled=True) as remote_server,
         httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
     ):
-        settings = delegating(tmp_path, remote_server.url)
-        task_id = await submitted_unclaimed(make_live, settings, text_)
-        # What the dead worker did: its message id written (by an earlier version,
-        # without the time of sending: no search), its message sent.
-        state = {"agent": remote_server.url, "message_id": f"{task_id}:1"}
-        first_send = await died_sending(engine, remote, task_id, state, text_)
+        settings, task_id, first_send = await crashed_mid_send(
+            make_live, engine, remote, remote_server.url, tmp_path, text_, search=False
+        )
         task, _ = await finished_by_a_worker(make_live, settings, task_id)
         theirs = await remote_tasks(remote, text_)
     assert task["state"] == "completed", task
     assert [t["id"] for t in theirs] == [first_send]
     assert (await remote_state(engine, task_id) or {})["task_id"] == first_send
+
+
+async def crashed_mid_send(
+    make_live: LiveFactory,
+    engine: AsyncEngine,
+    remote: httpx.AsyncClient,
+    agent_url: str,
+    tmp_path: Path,
+    text_: str,
+    *,
+    search: bool = True,
+) -> tuple[dict[str, Any], str, str]:
+    """A task on `helper` (the agent at `agent_url`) whose first worker died right
+    after sending its message (`died_sending`; without the time of sending, as an
+    earlier version wrote it, unless `search`): the delegating settings, the task's
+    id and the remote task's."""
+    settings = delegating(tmp_path, agent_url)
+    task_id = await submitted_unclaimed(make_live, settings, text_)
+    state = {"agent": agent_url, "message_id": f"{task_id}:1"}
+    if search:
+        state["sending_at"] = datetime.now(UTC).isoformat()
+    first_send = await died_sending(engine, remote, task_id, state, text_)
+    return settings, task_id, first_send
 
 
 async def died_sending(
@@ -290,12 +311,10 @@ async def test_a_message_sent_before_a_crash_to_an_agent_that_would_run_it_again
         sdk_agent(delay=0.5) as remote,
         httpx.AsyncClient(base_url=remote.url, timeout=30) as remote_client,
     ):
-        settings = delegating(tmp_path, remote.url)
-        task_id = await submitted_unclaimed(make_live, settings, INPUT)
+        settings, task_id, first_send = await crashed_mid_send(
+            make_live, engine, remote_client, remote.url, tmp_path, INPUT
+        )
         message_id = f"{task_id}:1"
-        sending_at = datetime.now(UTC).isoformat()
-        state = {"agent": remote.url, "message_id": message_id, "sending_at": sending_at}
-        first_send = await died_sending(engine, remote_client, task_id, state, INPUT)
         task, logs = await finished_by_a_worker(make_live, settings, task_id)
     assert task["state"] == "completed", task
     assert task["result"] == f"echo: {INPUT}"
@@ -542,3 +561,80 @@ async def test_delegated_tasks_take_no_worker_slot_up_to_the_delegation_cap(
             local_state = (await ours.get(f"/v1/tasks/{local['id']}")).json()["state"]
     assert sent == at_once
     assert local_state == ("completed" if delegations else "pending")
+
+
+async def test_a_message_sent_before_a_crash_to_a_remote_taskservice_is_found(
+    make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
+) -> None:
+    """This service as the remote: it lists tasks without their history unless asked,
+    so the search asks for it, and finds the task the first send created (it would
+    recognise the resent message too, but a search that never finds is no search)."""
+    text_ = f"{INPUT} ({uuid.uuid4()})"
+    async with (
+        make_live(database_url=remote_database_url, workers_enabled=True) as remote_server,
+        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
+    ):
+        settings, task_id, first_send = await crashed_mid_send(
+            make_live, engine, remote, remote_server.url, tmp_path, text_
+        )
+        task, logs = await finished_by_a_worker(make_live, settings, task_id)
+        theirs = await remote_tasks(remote, text_)
+    assert task["state"] == "completed", task
+    assert [t["id"] for t in theirs] == [first_send]
+    found = f"found remote task {first_send}, created by the message sent before"
+    assert ("info", found) in logs, logs
+
+
+async def test_a_search_that_fails_is_tried_again_and_the_message_not_sent_again(
+    make_live: LiveFactory, engine: AsyncEngine, remote_database_url: str, tmp_path: Path
+) -> None:
+    """The remote answers the search for the task a dead worker's send created with
+    500s at first: the search is tried again until it answers, finds the task, and
+    the message is not sent again (a remote that did not recognise retried ids would
+    have run it twice)."""
+    text_ = f"{INPUT} ({uuid.uuid4()})"
+    failures = iter([500, 502, 500])
+
+    def lookup_fails(method: str, path: str) -> int | None:
+        return next(failures, None) if method == "ListTasks" else None
+
+    async with (
+        make_live(database_url=remote_database_url, workers_enabled=True) as remote_server,
+        httpx.AsyncClient(base_url=remote_server.url, timeout=30) as remote,
+        faulty_proxy(remote_server.url, lookup_fails) as proxy,
+    ):
+        settings, task_id, first_send = await crashed_mid_send(
+            make_live, engine, remote, proxy.url, tmp_path, text_
+        )
+        task, logs = await finished_by_a_worker(make_live, settings, task_id)
+    assert task["state"] == "completed", task
+    assert proxy.statuses("ListTasks") == [500, 502, 500, 0]
+    assert proxy.statuses("SendMessage") == []  # not sent again
+    found = f"found remote task {first_send}, created by the message sent before"
+    assert ("info", found) in logs, logs
+
+
+async def test_a_remote_unavailable_for_a_while_is_waited_for_and_its_tasks_complete(
+    make_live: LiveFactory, remote_database_url: str, tmp_path: Path
+) -> None:
+    """The remote answers every call 503 with `Retry-After: 1` for two seconds: the
+    delegated tasks wait (honouring it) and complete; a 4xx refusal would fail them
+    at once (`test_an_agent_whose_card_offers_no_binding_spoken_here_...`)."""
+    until = asyncio.get_running_loop().time() + 2.0
+
+    def down_for_a_while(method: str, path: str) -> int | None:
+        return 503 if asyncio.get_running_loop().time() < until else None
+
+    async with (
+        make_live(database_url=remote_database_url, workers_enabled=True) as remote_server,
+        faulty_proxy(remote_server.url, down_for_a_while) as proxy,
+        make_live(**delegating(tmp_path, proxy.url)) as ours_server,
+        httpx.AsyncClient(base_url=ours_server.url, timeout=30) as ours,
+    ):
+        proxy.retry_after = 1
+        ids = [await delegate(ours, f"{INPUT} ({n})") for n in range(3)]
+        tasks = [await finished(ours, task_id) for task_id in ids]
+    assert [t["state"] for t in tasks] == ["completed"] * 3, tasks
+    refused = [status for _, _, status in proxy.seen if status]
+    assert refused
+    assert set(refused) == {503}

@@ -52,8 +52,10 @@ import logging
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from contextlib import aclosing, asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from functools import partial
 from typing import Any, cast
 
@@ -77,7 +79,7 @@ from a2a.types import (
 from a2a.types import Task as RemoteTask
 from a2a.types import TaskState as RemoteState
 from a2a.utils.constants import TransportProtocol
-from a2a.utils.errors import A2AError
+from a2a.utils.errors import A2AError, InternalError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -104,7 +106,15 @@ log = logging.getLogger(__name__)
 
 _FIRST_POLL = 0.25  # seconds; doubled after each poll that found it unsettled …
 _LAST_POLL = 2.0  # … up to this
-_TRANSPORT_RETRIES = 5  # a send or a poll that got no answer, tried again with backoff
+# A call the remote could not take for now (no answer, a 5xx, a 408 or 429, a
+# JSON-RPC internal error) is tried again with backoff, doubling from the first
+# delay up to the last, or after the remote's `Retry-After` when it is longer, until
+# the attempt's timeout is this close: then the task fails, `remote_unavailable`.
+_FIRST_RETRY = 0.2  # seconds
+_LAST_RETRY = 5.0
+_RETRY_MARGIN = 1.0  # seconds before the attempt's timeout (at most a tenth of it)
+_UNAVAILABLE_STATUS = frozenset({408, 429})  # and every 5xx
+_deadline: ContextVar[float] = ContextVar("delegation_deadline")  # of the run, loop time
 _CANCEL_SECONDS = 10.0  # for the remote to take a cancel
 _FAILED = {
     RemoteState.TASK_STATE_FAILED: "remote_failed",
@@ -123,6 +133,12 @@ _SETTLED = {
 # this many pages of 100.
 _CLOCK_SKEW = timedelta(minutes=5)
 _LISTED_PAGES = 10
+_LISTED_PAGE = 100
+# Each task listed with its last this many messages, which the search reads: a
+# server may list none unless asked (taskservice does; the SDK's lists them all). A
+# task whose first message is further back than that is not found, and the message
+# is sent again, for the remote to recognise as a retry.
+_LISTED_HISTORY = 100
 # The bindings spoken, in order of preference when a card offers several (the card's
 # own order decides, as the SDK recommends; gRPC would need the SDK's grpc extra).
 _BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
@@ -130,7 +146,12 @@ REMOTE_QUESTION = "remote_question"  # the `tool` of a question a remote agent a
 
 
 class RemoteError(Exception):
-    """The remote agent cannot be reached or refused the call (the task fails)."""
+    """The remote agent refused the call, or stayed unavailable until the attempt's
+    timeout drew near (`unavailable`): the task fails."""
+
+    def __init__(self, message: str, *, unavailable: bool = False) -> None:
+        super().__init__(message)
+        self.unavailable = unavailable
 
 
 def _status_text(task: RemoteTask) -> str:
@@ -206,6 +227,37 @@ def _unreachable(exc: Exception) -> bool:
     return isinstance(exc, httpx.TransportError) or isinstance(exc.__cause__, httpx.TransportError)
 
 
+def _unavailable(exc: Exception) -> float | None:
+    """How long the remote asks to be left alone (its `Retry-After`, 0 when it does
+    not say) when `exc` says it cannot take the call for now: no answer, a 5xx, a
+    408 or 429, a JSON-RPC internal error. None: it refused the call."""
+    if _unreachable(exc) or isinstance(exc, InternalError):
+        return 0.0
+    answered = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__cause__
+    if not isinstance(answered, httpx.HTTPStatusError):
+        return None
+    response = answered.response
+    if response.status_code < 500 and response.status_code not in _UNAVAILABLE_STATUS:
+        return None
+    return _retry_after(response.headers.get("Retry-After"))
+
+
+def _retry_after(value: str | None) -> float:
+    """`Retry-After` in seconds: delta-seconds, or an HTTP date (RFC 9110); 0 when
+    absent or unreadable."""
+    if not value:
+        return 0.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
 @dataclass(frozen=True, slots=True)
 class _AnsweredAtOnce:
     """The remote answered the message with a message, not a task: its content."""
@@ -265,6 +317,7 @@ class Delegator:
         self.allow_http = settings.webhook_allow_http
         # One for every delegation: loading the CAs costs milliseconds of CPU.
         self.ssl = ssl.create_default_context(cafile=certifi.where())
+        self.task_timeout = settings.task_timeout_seconds
 
     async def run(
         self, task: Task, ledger: RunLedger, agent: RemoteAgent, live: LiveOutput | None = None
@@ -272,6 +325,9 @@ class Delegator:
         """`live`: where the answer's chunks go as they arrive (None: nowhere)."""
         state = dict(task.remote or {})
         answer = _Answer(live, position=ledger.position + 1)
+        timeout = task.timeout_seconds or self.task_timeout
+        margin = min(_RETRY_MARGIN, timeout / 10)
+        _deadline.set(asyncio.get_running_loop().time() + timeout - margin)
         try:
             async with self._link(agent) as link:
                 client = link.client
@@ -409,19 +465,29 @@ class Delegator:
     async def _sent_before(self, client: Client, state: dict[str, Any]) -> RemoteTask | None:
         """The remote task that a claim before this one created by sending the
         message, if the remote lists one (A2A 1.0 `ListTasks`: the tasks updated
-        since a little before that send, searched for the message's id): a remote
-        that does not recognise a resent `messageId` gets it once all the same.
-        None when none is listed or the remote cannot list (0.3): sent again."""
+        since a little before that send, with their history, searched for the
+        message's id): a remote that does not recognise a resent `messageId` gets it
+        once all the same. None when none is listed or the remote cannot list (0.3,
+        a refusal): sent again. A remote unavailable for the search is tried again
+        (`_retried`), and should it stay so the task fails: a message is never sent
+        again for want of a search."""
         if "sending_at" not in state:
             return None
         since = datetime.fromisoformat(state["sending_at"]) - _CLOCK_SKEW
         token = ""
         for _ in range(_LISTED_PAGES):
-            request = ListTasksRequest(page_size=100, page_token=token)
+            request = ListTasksRequest(
+                page_size=_LISTED_PAGE, page_token=token, history_length=_LISTED_HISTORY
+            )
             request.status_timestamp_after.FromDatetime(since)
             try:
                 page = await self._retried(partial(client.list_tasks, request))
-            except (RemoteError, NotImplementedError) as exc:
+            except RemoteError as exc:
+                if exc.unavailable:
+                    raise  # not sent again on a search that did not happen
+                log.info("remote tasks not listed (%s): the message is sent again", exc)
+                return None
+            except NotImplementedError as exc:
                 log.info("remote tasks not listed (%s): the message is sent again", exc)
                 return None
             for listed in page.tasks:
@@ -457,7 +523,7 @@ class Delegator:
                             if remote.status.state in _SETTLED:
                                 break
                 except (httpx.TransportError, A2AError) as exc:
-                    if not _unreachable(exc):
+                    if _unavailable(exc) is None:  # refused, not unavailable for now
                         log.info("remote task %s: no stream (%s); polling it", remote.id, exc)
                         streams = None
             if remote.status.state not in _SETTLED:  # polled, or a stream ended or broke
@@ -507,21 +573,30 @@ class Delegator:
         return Completed(result, ledger.usage)
 
     async def _retried(self, call: Any) -> Any:
-        """`call()`, tried again with backoff while the remote cannot be reached (the
-        SDK says so with the transport's error as the cause)."""
-        delay = 0.2
-        for attempt in range(_TRANSPORT_RETRIES + 1):
+        """`call()`, tried again with backoff while the remote cannot take it for now
+        (`_unavailable`), honouring its `Retry-After`, until the attempt's timeout
+        draws near; a refusal (a 4xx, an A2A error) is final at once."""
+        loop = asyncio.get_running_loop()
+        deadline = _deadline.get(loop.time())
+        delay = _FIRST_RETRY
+        tries = 0
+        while True:
+            tries += 1
             try:
                 return await call()
-            except (httpx.TransportError, A2AError) as exc:
-                if not _unreachable(exc):
+            except (httpx.TransportError, httpx.HTTPStatusError, A2AError) as exc:
+                asked = _unavailable(exc)
+                if asked is None:
                     raise RemoteError(f"the remote agent refused the call: {exc}") from exc
-                if attempt == _TRANSPORT_RETRIES:
-                    raise RemoteError(f"the remote agent cannot be reached: {exc}") from exc
-                log.info("remote agent unreachable (%s); trying again in %.1f s", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        raise AssertionError("unreachable")
+                wait = max(delay, asked)
+                if loop.time() + wait > deadline:
+                    raise RemoteError(
+                        f"the remote agent stayed unavailable ({tries} tries): {exc}",
+                        unavailable=True,
+                    ) from exc
+                log.info("remote agent unavailable (%s); trying again in %.1f s", exc, wait)
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, _LAST_RETRY)
 
     @asynccontextmanager
     async def _link(self, agent: RemoteAgent) -> AsyncIterator[_Link]:
@@ -536,11 +611,13 @@ class Delegator:
             transport=checked, timeout=httpx.Timeout(30, connect=10), headers=headers
         ) as http:
             try:
-                response = await self._retried(partial(http.get, agent.card))
-                response.raise_for_status()
+                response = await self._retried(partial(_card, http, agent.card))
                 card = parse_agent_card(response.json())
-            except (httpx.HTTPStatusError, ValueError) as exc:
-                raise RemoteError(f"cannot read the agent card at {agent.card}: {exc}") from exc
+            except (RemoteError, ValueError) as exc:
+                unavailable = isinstance(exc, RemoteError) and exc.unavailable
+                raise RemoteError(
+                    f"cannot read the agent card at {agent.card}: {exc}", unavailable=unavailable
+                ) from exc
             # Messages are sent without a stream (the send returns once the remote
             # task exists, whose id is then written); tasks are followed by one.
             try:
@@ -567,6 +644,12 @@ def _config(http: httpx.AsyncClient, *, streaming: bool) -> ClientConfig:
     return ClientConfig(
         streaming=streaming, httpx_client=http, supported_protocol_bindings=list(_BINDINGS)
     )
+
+
+async def _card(http: httpx.AsyncClient, url: str) -> httpx.Response:
+    response = await http.get(url)
+    response.raise_for_status()  # a 5xx is tried again (`_retried`), a 4xx is final
+    return response
 
 
 async def _collect(client: Client, request: SendMessageRequest) -> list[Any]:
