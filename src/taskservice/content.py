@@ -1,6 +1,7 @@
-"""What a task's content must be to be stored, however it arrives (REST, A2A, the
-client, a running agent's subtask): input that is text or a JSON object, JSON the
-database can store and read back, within the size limits, texts without NUL."""
+"""What a task's content must be to be stored, however it arrives (REST, A2A, MCP,
+the client, a running agent's subtask): input that is text or a JSON object, JSON the
+database can store and read back, within the size limits, texts without NUL and
+within their lengths."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from taskservice.errors import InvalidRequest, PayloadTooLarge
 from taskservice.settings import Settings
 
 _NUL_MESSAGE = "text must not contain NUL (\\u0000) characters"
+CONTEXT_ID_MAX_LENGTH = 200
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
 
 
 def canonical(value: Any) -> str:
@@ -52,6 +55,14 @@ def _check_size(name: str, encoded: str, limit: int) -> None:
             field=name,
             limit=limit,
         )
+
+
+def check_length(name: str, text: str | None, *, most: int, least: int = 0) -> None:
+    """A 422 naming field `name` when `text` (if given) is not `least` to `most`
+    characters: the limit a transport's schema states, held on every transport."""
+    if text is not None and not least <= len(text) <= most:
+        span = f"{least} to {most}" if least else f"at most {most}"
+        raise InvalidRequest(f"`{name}` has {span} characters", field=name, limit=most)
 
 
 def check_new_task(

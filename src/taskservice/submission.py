@@ -1,7 +1,8 @@
 """What a new task is made of, checked once for every way one arrives (REST, A2A,
 MCP, a running agent's subtask, a schedule's slot): the agent it names resolved
-against the catalog, its content within the limits, its scheduling in range, and
-the hash an idempotency key is held to."""
+against the catalog, its content within the limits (the lengths REST's schema states
+too: a transport without such a schema, MCP's tool arguments, is held to them
+here), its scheduling in range, and the hash an idempotency key is held to."""
 
 from __future__ import annotations
 
@@ -10,9 +11,15 @@ import uuid
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
-from taskservice.agent_options import AgentOptions, effective
+from taskservice.agent_options import AGENT, MODEL, SYSTEM_PROMPT, AgentOptions, effective
 from taskservice.agents import AgentCatalog
-from taskservice.content import canonical, check_new_task
+from taskservice.content import (
+    CONTEXT_ID_MAX_LENGTH,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
+    canonical,
+    check_length,
+    check_new_task,
+)
 from taskservice.db.tasks import TaskStore
 from taskservice.errors import InvalidRequest
 from taskservice.models import NewTask
@@ -69,6 +76,11 @@ class NewTasks:
         # The agent may be named by fields or by the original design's metadata keys.
         options = effective(AgentOptions(system_prompt, model, agent), metadata)
         system_prompt, model, agent = options.system_prompt, options.model, options.agent
+        check_length("system_prompt", system_prompt, most=SYSTEM_PROMPT.max_length)
+        check_length("agent", agent, most=AGENT.max_length)
+        check_length("model", model, most=MODEL.max_length)
+        check_length("context_id", context_id, least=1, most=CONTEXT_ID_MAX_LENGTH)
+        check_length("idempotency_key", idempotency_key, least=1, most=IDEMPOTENCY_KEY_MAX_LENGTH)
         texts = (system_prompt, agent, model, context_id, idempotency_key)
         input_json, metadata_json = check_new_task(input, metadata, texts, self.settings)
         spec = self.catalog.resolve(profile=agent, system_prompt=system_prompt, model=model)

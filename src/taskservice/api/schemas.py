@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from taskservice.agent_options import AGENT, MODEL, SYSTEM_PROMPT
+from taskservice.content import CONTEXT_ID_MAX_LENGTH
 from taskservice.db.webhook_deliveries import Delivery
 from taskservice.db.webhook_subscriptions import Subscription
 from taskservice.models import EventType, TaskEvent, Total
@@ -233,7 +234,7 @@ class TaskTemplate(Request):
         "design, `system_prompt`, `model_name` and `config_name` here configure the agent "
         "when the field of that name is absent; both given, they must agree.",
     )
-    context_id: str | None = Field(default=None, min_length=1, max_length=200)
+    context_id: str | None = Field(default=None, min_length=1, max_length=CONTEXT_ID_MAX_LENGTH)
     max_attempts: int | None = Field(
         default=None,
         ge=1,

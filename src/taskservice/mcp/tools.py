@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from taskservice.agents import AgentProfile
+from taskservice.content import CONTEXT_ID_MAX_LENGTH
 from taskservice.models import Task
 from taskservice.states import TaskState
 
@@ -15,11 +16,13 @@ INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "input": {
-            "description": "The task for the agent: text, or a JSON object or array",
-            "anyOf": [{"type": "string", "minLength": 1}, {"type": "object"}, {"type": "array"}],
+            "description": "The task for the agent: text, or a JSON object",
+            "anyOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
         },
         "context_id": {
             "type": "string",
+            "minLength": 1,
+            "maxLength": CONTEXT_ID_MAX_LENGTH,
             "description": "Groups related tasks (a conversation, a session); optional",
         },
     },

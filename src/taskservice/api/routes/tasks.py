@@ -30,6 +30,7 @@ from taskservice.api.schemas import (
     WebhookWithSecret,
 )
 from taskservice.api.sse import SSE_CONTENT
+from taskservice.content import IDEMPOTENCY_KEY_MAX_LENGTH
 from taskservice.errors import Forbidden
 from taskservice.models import EventType, TaskFilter
 from taskservice.states import TaskState
@@ -40,13 +41,12 @@ router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 TaskId = Annotated[str, "a task id (UUID)"]
 
 
-_IDEMPOTENCY_KEY_MAX = 255
 IDEMPOTENCY_KEY = {
     "name": "idempotency-key",
     "in": "header",
     "required": False,
     "description": "Makes retries safe: the same key and body return the same task.",
-    "schema": {"type": "string", "minLength": 1, "maxLength": _IDEMPOTENCY_KEY_MAX},
+    "schema": {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH},
 }
 
 
@@ -54,12 +54,12 @@ def idempotency_key(request: Request) -> str | None:
     """The `Idempotency-Key` header, read here rather than as a `Header()` parameter:
     FastAPI resolves a header parameter at a cost the submit path notices."""
     key = request.headers.get("idempotency-key")
-    if key is not None and not 1 <= len(key) <= _IDEMPOTENCY_KEY_MAX:
+    if key is not None and not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX_LENGTH:
         raise RequestValidationError(
             [
                 {
                     "loc": ("header", "idempotency-key"),
-                    "msg": f"must be 1 to {_IDEMPOTENCY_KEY_MAX} characters",
+                    "msg": f"must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} characters",
                     "type": "string_length",
                 }
             ]

@@ -1,0 +1,87 @@
+"""MCP's door holds what the others do: a call's arguments meet the limits REST and
+A2A hold a task to, a request's id is one JSON-RPC allows, a task's `ttl` is a
+duration. A refusal is a JSON-RPC error and writes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from taskservice.db.tables import tasks
+from tests.conftest import ClientFactory
+from tests.integration.helpers import count
+
+# On loopback the transport checks the Host (DNS rebinding protection).
+HEADERS = {
+    "Host": "127.0.0.1",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-11-25",
+}
+
+
+@pytest.fixture
+async def client(make_client: ClientFactory) -> AsyncIterator[httpx.AsyncClient]:
+    async with make_client(mcp_call_seconds=0.1) as client:
+        yield client
+
+
+async def post(client: httpx.AsyncClient, body: dict[str, Any]) -> httpx.Response:
+    return await client.post("/mcp", json=body, headers=HEADERS)
+
+
+def answer(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC response, sent as JSON or as the one event of an SSE stream."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        [data] = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        return json.loads(data)  # type: ignore[no-any-return]
+    return response.json()  # type: ignore[no-any-return]
+
+
+def call(arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "default", "arguments": arguments, **params},
+    }
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"input": "x", "context_id": "c" * 10_000}, "`context_id` has 1 to 200 characters"),
+        ({"input": "x", "context_id": ""}, "`context_id` has 1 to 200 characters"),
+        ({"input": ["a list"]}, "input must be text or a JSON object"),
+        ({"input": ""}, "input must not be empty"),
+        ({"input": "x" * 2_000}, "input is 2002 bytes encoded as JSON; the limit is 1024"),
+    ],
+    ids=["long-context", "empty-context", "array-input", "empty-input", "large-input"],
+)
+@pytest.mark.parametrize("as_task", [False, True], ids=["plain", "task"])
+async def test_a_call_is_held_to_the_limits_of_every_task(
+    make_client: ClientFactory,
+    db: AsyncEngine,
+    arguments: dict[str, Any],
+    says: str,
+    as_task: bool,
+) -> None:
+    task = {"task": {"ttl": 60_000}} if as_task else {}
+    async with make_client(mcp_call_seconds=0.1, max_input_bytes=1024) as client:
+        refused = answer(await post(client, call(arguments, **task)))
+    assert refused["id"] == 7
+    assert refused["error"]["code"] == -32602
+    assert says in refused["error"]["message"]
+    assert await count(db, tasks) == 0
+
+
+async def test_rest_refuses_the_same_context_id(client: httpx.AsyncClient, db: AsyncEngine) -> None:
+    rest = await client.post("/v1/tasks", json={"input": "x", "context_id": "c" * 201})
+    assert rest.status_code == 422
+    within = answer(await post(client, call({"input": "x", "context_id": "c" * 200})))
+    assert "error" not in within
+    assert await count(db, tasks) == 1
