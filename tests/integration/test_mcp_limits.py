@@ -85,3 +85,30 @@ async def test_rest_refuses_the_same_context_id(client: httpx.AsyncClient, db: A
     within = answer(await post(client, call({"input": "x", "context_id": "c" * 200})))
     assert "error" not in within
     assert await count(db, tasks) == 1
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [{"x": 1}, [1], True, 1.5, None],
+    ids=["object", "array", "boolean", "fraction", "null"],
+)
+async def test_a_request_whose_id_is_no_id_is_an_invalid_request(
+    client: httpx.AsyncClient, db: AsyncEngine, request_id: Any
+) -> None:
+    """Not a notification (202, nothing): a request JSON-RPC refuses, -32600."""
+    body = call({"input": "x"})
+    refused = await post(client, {**body, "id": request_id})
+    assert refused.status_code == 400
+    assert refused.json()["id"] is None
+    assert refused.json()["error"]["code"] == -32600
+    assert "a string or an integer" in refused.json()["error"]["data"]
+    assert await count(db, tasks) == 0
+    # Ids that are ids are answered; a notification (no id) is still accepted.
+    for good in ("a string", 0, -1):
+        assert answer(await post(client, {"jsonrpc": "2.0", "id": good, "method": "ping"})) == {
+            "jsonrpc": "2.0",
+            "id": good,
+            "result": {},
+        }
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await post(client, note)).status_code == 202

@@ -8,10 +8,13 @@ Only POST: a stateless server keeps no stream to GET and no session to DELETE.
 
 from __future__ import annotations
 
+import json
+
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from taskservice.api.deps import get_caller
 from taskservice.api.errors import problem, service_problem
@@ -19,6 +22,24 @@ from taskservice.errors import ServiceError
 from taskservice.mcp.handler import MCPHandler
 
 PATH = "/mcp"
+INVALID_REQUEST = -32600  # JSON-RPC 2.0
+
+
+def bad_id(body: bytes) -> str | None:
+    """Why the request in `body` (a message with a `method` and an `id`) cannot be
+    answered: its id is not a string or an integer (MCP allows no null, nor JSON-RPC
+    a fraction, an object, an array or a boolean). The SDK's transport reads such a
+    message as a notification, and answers 202 with nothing."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None  # the transport's parse error
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    given = message["id"]
+    if isinstance(given, str) or (isinstance(given, int) and not isinstance(given, bool)):
+        return None
+    return f"a request's id is a string or an integer, not {json.dumps(given)[:100]}"
 
 
 def handler_for(request: Request) -> MCPHandler:
@@ -47,9 +68,25 @@ class Endpoint:
         except ServiceError as exc:
             await (await service_problem(request, exc))(scope, receive, send)
             return
+        body = await request.body()
+        why = bad_id(body)
+        if why is not None:  # as the transport answers a message it cannot read
+            error = {"code": INVALID_REQUEST, "message": "Invalid Request", "data": why}
+            answer = JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=400)
+            await answer(scope, receive, send)
+            return
+        read = False
+
+        async def replay() -> Message:  # the body read above, then the connection
+            nonlocal read
+            if not read:
+                read = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
         request.state.mcp_handler = MCPHandler(caller.service, caller.tenant)
         transport: StreamableHTTPSessionManager = request.app.state.mcp
-        await transport.handle_request(scope, receive, send)
+        await transport.handle_request(scope, replay, send)
 
 
 ROUTE = Route(PATH, endpoint=Endpoint(), methods=["GET", "POST", "DELETE"])
