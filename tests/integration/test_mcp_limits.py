@@ -5,6 +5,7 @@ duration. A refusal is a JSON-RPC error and writes nothing."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,9 +13,13 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice.db.retention import RetentionStore, prune
 from taskservice.db.tables import tasks
+from taskservice.db.tasks import TaskStore
+from taskservice.mcp.handler import MAX_TTL_MS
 from tests.conftest import ClientFactory
 from tests.integration.helpers import count
+from tests.integration.test_retention import WEEK, age
 
 # On loopback the transport checks the Host (DNS rebinding protection).
 HEADERS = {
@@ -112,3 +117,35 @@ async def test_a_request_whose_id_is_no_id_is_an_invalid_request(
         }
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert (await post(client, note)).status_code == 202
+
+
+@pytest.mark.parametrize(
+    "task",
+    [{"ttl": -1}, {"ttl": 1.5}, {"ttl": "60000"}, {"ttl": True}, "soon"],
+    ids=["negative", "fraction", "text", "boolean", "not-an-object"],
+)
+async def test_a_task_s_ttl_is_a_duration(
+    client: httpx.AsyncClient, db: AsyncEngine, task: Any
+) -> None:
+    refused = answer(await post(client, call({"input": "x"}, task=task)))
+    assert refused["error"]["code"] == -32602
+    assert "`params.task" in refused["error"]["message"]
+    assert await count(db, tasks) == 0
+
+
+async def test_a_ttl_is_kept_at_most_a_century(
+    client: httpx.AsyncClient, db: AsyncEngine, store: TaskStore
+) -> None:
+    """Retention adds it to the task's creation: a time PostgreSQL can hold (a longer
+    one failed every prune)."""
+    made = []
+    for ttl in (60_000, 2**63 - 1, 1e300):
+        answered = answer(await post(client, call({"input": "x"}, task={"ttl": ttl})))
+        made.append(uuid.UUID(answered["result"]["task"]["taskId"]))
+    kept = [(await client.get(f"/v1/tasks/{m}")).json()["metadata"]["mcp"]["ttl_ms"] for m in made]
+    assert kept == [60_000, MAX_TTL_MS, MAX_TTL_MS]
+    for task_id in made:
+        await age(db, task_id, days=10)
+    pruned = await prune(RetentionStore(store.db), WEEK)
+    assert pruned is not None
+    assert pruned.tasks == 1  # its minute is over; the others have a century

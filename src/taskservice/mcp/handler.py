@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,28 @@ Progress = Callable[[float, str | None], Awaitable[None]]  # percent of 100, a n
 PAGE_SIZE = 100  # tools per tools/list page
 TASK_PAGE_SIZE = 50  # tasks per tasks/list page (2025-11-25)
 _ARGUMENTS = {"input", "context_id"}
+# The longest `ttl` kept: a receiver may shorten what is asked (2025-11-25), and
+# retention adds it to a time, which PostgreSQL holds only to the year 294276.
+MAX_TTL_MS = 100 * 365 * 86_400_000  # a century
+
+
+def requested_ttl(task: Any) -> int | None:
+    """The `ttl` a task-augmented call asks for (`params.task`, 2025-11-25), in
+    milliseconds, at most `MAX_TTL_MS`; None when it asks for none. One that is
+    negative or not a whole number is refused, before anything is written."""
+    if not isinstance(task, dict):
+        raise InvalidRequest("`params.task` must be an object", field="task")
+    ttl = task.get("ttl")
+    if ttl is None:
+        return None
+    whole = isinstance(ttl, int) or (isinstance(ttl, float) and ttl.is_integer())
+    if isinstance(ttl, bool) or not whole or ttl < 0:
+        raise InvalidRequest(
+            f"`params.task.ttl` is how long to keep the task, in milliseconds: a whole "
+            f"number of 0 or more, not {json.dumps(ttl)[:100]}",
+            field="task.ttl",
+        )
+    return min(int(ttl), MAX_TTL_MS)
 
 
 def _cursor(offset: int) -> str:

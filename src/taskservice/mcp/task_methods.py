@@ -18,7 +18,7 @@ from starlette.requests import Request
 
 from taskservice.errors import DatabaseUnavailable, ServiceError
 from taskservice.mcp import tasks as mcp_tasks
-from taskservice.mcp.handler import MCPHandler
+from taskservice.mcp.handler import MCPHandler, requested_ttl
 from taskservice.mcp.tasks import EXTENSION
 
 HandlerFor = Callable[[Request], MCPHandler]  # the caller's handler, by request
@@ -162,12 +162,13 @@ class Tasks2025:
             return await call_next(ctx)
         if raw.get("task") is None:
             return await call_next(ctx)
-        params = types.CallToolRequestParams.model_validate(raw)
-        ttl = raw["task"].get("ttl") if isinstance(raw["task"], dict) else None
         async with refusals():
-            task = await self.handler(ctx).start(
-                params.name, params.arguments, ttl_ms=ttl if isinstance(ttl, int) else None
+            # First, and as kept: the SDK's model says less, and no more than 64 bits.
+            ttl = requested_ttl(raw["task"])
+            params = types.CallToolRequestParams.model_validate(
+                {**raw, "task": {**raw["task"], "ttl": ttl}}
             )
+            task = await self.handler(ctx).start(params.name, params.arguments, ttl_ms=ttl)
         return mcp_tasks.created_2025(task)
 
     async def _get(self, ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
