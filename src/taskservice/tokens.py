@@ -74,7 +74,8 @@ class StreamTokens:
         body, _, signature = token[len(PREFIX) :].partition(".")
         try:
             payload = _unb64(body)
-            valid = hmac.compare_digest(self._sign(payload), signature)
+            # A signature is ASCII (base64url); compare_digest refuses other text.
+            valid = signature.isascii() and hmac.compare_digest(self._sign(payload), signature)
             claims = json.loads(payload) if valid else None
         except ValueError:
             claims = None

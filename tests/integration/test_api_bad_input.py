@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.tables import task_events, tasks
-from tests.conftest import ClientFactory
+from tests.conftest import ClientFactory, LiveFactory
 from tests.integration.helpers import count
 
 LIMITS = {"max_body_bytes": 4096, "max_input_bytes": 1024, "max_metadata_bytes": 256}
@@ -242,3 +244,70 @@ async def test_wrong_method_is_a_problem_405_allowing_every_method_of_the_path(
     assert response.headers["allow"] == "GET, POST"
     response = await client.put("/v1/webhooks/0193a1c2-0000-7000-8000-000000000000")
     assert response.headers["allow"] == "DELETE, GET, PATCH"
+
+
+TASK_EVENTS = "/v1/tasks/0193a1c2-0000-7000-8000-000000000000/events"
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["é", "tst_é", "tst_eyJ0IjoxfQ.é", "tst_eyJ0IjoxfQ.\U0001f600"],
+    ids=["text", "body", "signature", "emoji-signature"],
+)
+@pytest.mark.parametrize("path", [TASK_EVENTS, "/v1/events"], ids=["task", "firehose"])
+async def test_a_stream_token_that_is_not_ascii_is_a_401_problem(
+    client: httpx.AsyncClient, db: AsyncEngine, token: str, path: str
+) -> None:
+    """Not a 500: a signature of other text than base64url's is simply not valid."""
+    response = await client.get(path, params={"token": token})
+    await assert_problem(response, 401, db)
+
+
+async def _raw(url: str, target: bytes) -> tuple[int, str, bytes]:
+    """Status, content type and body of a GET of `target` sent byte for byte."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", int(url.rsplit(":")[-1]))
+    writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    [content_type] = [
+        line.split(b":", 1)[1].strip().decode()
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-type:")
+    ]
+    return status, content_type, body
+
+
+async def test_what_uvicorn_refuses_is_its_own_and_the_rest_is_problem_json(
+    make_live: LiveFactory, db: AsyncEngine
+) -> None:
+    """uvicorn refuses a request line that is not ASCII or is too long with a
+    plain-text 400 before the application sees it (as the README says); the same
+    requests percent-encoded, or shorter, reach the service and are answered by it."""
+    many = b"&".join([b"state=pending"] * 20_000)
+    some = b"&".join([b"state=pending"] * 1_000)
+    token = "tst_eyJ0IjoxfQ.é"
+    async with make_live() as live:
+        server = [
+            await _raw(live.url, b"/v1/tasks/\xff"),
+            await _raw(live.url, TASK_EVENTS.encode() + b"?token=" + token.encode()),
+            await _raw(live.url, b"/v1/events?token=" + token.encode()),
+            await _raw(live.url, b"/v1/tasks?" + many),
+        ]
+        service = [
+            await _raw(live.url, b"/v1/tasks/%FF"),
+            await _raw(live.url, TASK_EVENTS.encode() + b"?token=" + quote(token).encode()),
+            await _raw(live.url, b"/v1/events?token=" + quote(token).encode()),
+        ]
+        listed = await _raw(live.url, b"/v1/tasks?" + some)
+    for status, content_type, body in server:
+        assert (status, content_type) == (400, "text/plain; charset=utf-8")
+        assert body == b"Invalid HTTP request received."
+    assert [(s, t) for s, t, _ in service] == [
+        (404, "application/problem+json"),
+        (401, "application/problem+json"),
+        (401, "application/problem+json"),
+    ]
+    assert listed[:2] == (200, "application/json")
+    assert await count(db, tasks) == 0
