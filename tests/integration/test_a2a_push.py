@@ -14,9 +14,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook
 
+from taskservice.db.keys import ApiKeyStore
 from taskservice.db.tables import webhook_deliveries, webhook_subscriptions
 from tests.conftest import ClientFactory, wait_for
 from tests.fakes.webhook_receiver import Received, Receiver
+from tests.integration.helpers import count
 
 V1 = {"A2A-Version": "1.0"}
 PUSH = {
@@ -248,3 +250,45 @@ async def test_a_refused_reply_sets_no_config(
         assert refused["error"]["code"] == -32004
         listed = await rpc(client, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
     assert listed["result"]["configs"] == []
+
+
+async def test_another_tenant_s_task_is_not_found_whatever_the_url(
+    make_client: ClientFactory, receiver: Receiver, db: AsyncEngine
+) -> None:
+    """Ownership first: a refused URL (400 before) must not tell that the task is
+    there. On both A2A bindings, both versions, and REST's task webhooks alike."""
+    alice, _ = await ApiKeyStore(db).create(tenant="alice")
+    bob, _ = await ApiKeyStore(db).create(tenant="bob")
+    as_bob = {"Authorization": f"Bearer {bob}"}
+    async with make_client(**PUSH) as client:
+        sent = {"message": message("x"), "configuration": {"returnImmediately": True}}
+        as_alice = {**V1, "Authorization": f"Bearer {alice}"}
+        tid = (await rpc(client, "SendMessage", sent, **as_alice))["result"]["task"]["id"]
+        for url in ("http://10.1.2.3/", receiver.url("/bob")):  # refused, then allowed
+            v10_set = await rpc(
+                client,
+                "CreateTaskPushNotificationConfig",
+                {"taskId": tid, "url": url},
+                **V1,
+                **as_bob,
+            )
+            v03_set = await rpc(
+                client,
+                "tasks/pushNotificationConfig/set",
+                {"taskId": tid, "pushNotificationConfig": {"url": url}},
+                **{"A2A-Version": "0.3"},
+                **as_bob,
+            )
+            rest_binding = await client.post(
+                f"/a2a/rest/tasks/{tid}/pushNotificationConfigs",
+                content=json.dumps({"url": url}),
+                headers={"Content-Type": "application/a2a+json", **V1, **as_bob},
+            )
+            webhook = await client.post(
+                f"/v1/tasks/{tid}/webhooks", json={"url": url}, headers=as_bob
+            )
+            assert v10_set["error"]["code"] == -32001, url
+            assert v03_set["error"]["code"] == -32001, url
+            assert rest_binding.status_code == 404, url
+            assert (webhook.status_code, webhook.json()["status"]) == (404, 404), url
+    assert await count(db, webhook_subscriptions) == 0

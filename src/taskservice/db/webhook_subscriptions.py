@@ -107,6 +107,16 @@ SELECT s.*, (SELECT count(*) FROM d) AS delivered_now FROM s
     p_a2a=JSONB,
 )
 
+# How many webhooks a task of the tenant has; no row: no such task of the tenant.
+_COUNT_FOR_TASK = _stmt(
+    """
+SELECT (SELECT count(*) FROM webhook_subscriptions s WHERE s.task_id = t.id) AS n
+FROM tasks t WHERE t.id = :p_task AND t.tenant = :p_tenant
+""",
+    p_task=_UUID,
+    p_tenant=Text,
+)
+
 _CREATE_GLOBAL = _stmt(
     """
 INSERT INTO webhook_subscriptions (id, tenant, url, secret, states, task_id, filters)
@@ -239,6 +249,11 @@ class SubscriptionStore:
         if row["delivered_now"]:
             await conn.execute("SELECT pg_notify($1, '')", WEBHOOKS_CHANNEL)
         return Subscription.of(row)
+
+    async def count_for_task(self, *, tenant: str, task_id: uuid.UUID) -> int | None:
+        """How many webhooks the task has; None: the tenant has no such task."""
+        row = await self.db.fetchrow(_COUNT_FOR_TASK, {"p_task": task_id, "p_tenant": tenant})
+        return int(row["n"]) if row is not None else None
 
     async def create_global(
         self,

@@ -174,10 +174,12 @@ class WebhookService:
     ) -> Subscription:
         parsed = self._id(task_id, "task")
         limit = self.settings.webhook_max_per_task
-        existing = await self.store.subscriptions(
-            tenant=tenant, task_id=parsed, before=None, limit=limit
-        )
-        if len(existing) >= limit:
+        # The task first: another tenant's is not found, whatever the request (its
+        # URL refused or not would tell that the task exists).
+        existing = await self.store.count_for_task(tenant=tenant, task_id=parsed)
+        if existing is None:
+            raise NotFound(f"task {task_id} not found")
+        if existing >= limit:
             raise Conflict(f"task {task_id} has {limit} webhooks already, the most it may have")
         prepared = await self.prepare(request)
         (sub,) = await self.insert_for_task(
