@@ -86,15 +86,20 @@ class Authenticator:
             if principal is None:
                 raise Unauthorized("the API key is unknown or revoked")
             return principal
-        if self.open_mode_allowed and await self._still_open():
+        if await self.is_open():
             return Principal(tenant=OPEN_TENANT, key_id=None)
         raise Unauthorized("an API key is required: send `Authorization: Bearer <API key>`")
+
+    async def is_open(self) -> bool:
+        """Whether open mode holds: a request without a key is served (as tenant
+        `default`), so a key is not required of anyone (the agent card says so)."""
+        return self.open_mode_allowed and await self._still_open()
 
     async def still_valid(self, key_id: uuid.UUID | None) -> bool:
         """Whether what `key_id` authorized (a stream token, an open stream) still
         holds: the key is not revoked, or for open mode (None), open mode still is."""
         if key_id is None:
-            return self.open_mode_allowed and await self._still_open()
+            return await self.is_open()
         now = time.monotonic()
         cached = self._active.get(key_id)
         if cached is not None and cached[1] > now:

@@ -50,8 +50,9 @@ async def until_a2a_state(client: httpx.AsyncClient, task_id: str, state: str) -
 
 
 async def test_the_agent_card_keeps_the_fields_a_0_3_client_reads(
-    make_client: ClientFactory,
+    make_client: ClientFactory, db: AsyncEngine
 ) -> None:
+    await ApiKeyStore(db).create(tenant="carded")  # a key is required: the card says so
     async with make_client() as client:
         card = (await client.get("/.well-known/agent-card.json")).json()
     async with make_client(demo_agent=False) as client:

@@ -253,8 +253,8 @@ async def test_the_card_lists_the_interfaces_and_caches(
                 ("/a2a", "JSONRPC", "0.3"),
             ]
         ]
-        assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
-        assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
+        # Open mode: a key is not required, so none is declared (below: when it is).
+        assert not {"securitySchemes", "securityRequirements", "security"} & set(card)
         # Also where a client that takes the JSON-RPC endpoint for the base URL looks.
         below = await client.get("/a2a/.well-known/agent-card.json")
         assert below.json() == card
@@ -263,7 +263,7 @@ async def test_the_card_lists_the_interfaces_and_caches(
             "pushNotifications": True,
             "extendedAgentCard": True,
         }
-        assert response.headers["cache-control"].startswith("public, max-age=")
+        assert response.headers["cache-control"] == "no-cache"  # until a key is required
         assert response.headers["last-modified"].endswith(" GMT")
         tag = response.headers["etag"]
         cached = await client.get("/.well-known/agent-card.json", headers={"If-None-Match": tag})
@@ -290,13 +290,17 @@ async def test_the_card_lists_the_interfaces_and_caches(
     assert card["supportedInterfaces"][0]["url"] == "https://public.example.com/a2a"
 
 
-async def test_a_strict_card_has_only_the_fields_of_1_0(make_client: ClientFactory) -> None:
+async def test_a_strict_card_has_only_the_fields_of_1_0(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    key, _ = await ApiKeyStore(db).create(tenant="strict")  # required: the card says so
     async with make_client() as client:
         both = (await client.get("/.well-known/agent-card.json")).json()
     async with make_client(a2a_card_v03_fields=False) as client:
         strict = (await client.get("/.well-known/agent-card.json")).json()
         # The 0.3 methods still answer; 0.3 clients just cannot find them by the card.
-        got = await rpc(client, "tasks/get", {"id": str(uuid.uuid4())}, headers={})
+        as_key = {"Authorization": f"Bearer {key}"}
+        got = await rpc(client, "tasks/get", {"id": str(uuid.uuid4())}, headers=as_key)
     v03_only = {"url", "preferredTransport", "protocolVersion", "security"}
     assert v03_only | {"supportsAuthenticatedExtendedCard"} <= set(both)
     assert not v03_only & set(strict)
@@ -308,6 +312,51 @@ async def test_a_strict_card_has_only_the_fields_of_1_0(make_client: ClientFacto
     }
     assert strict["supportedInterfaces"] == both["supportedInterfaces"]  # 0.3 listed too
     assert got["error"]["code"] == -32001
+
+
+CARD = "/.well-known/agent-card.json"
+SECURITY = {"securitySchemes", "securityRequirements", "security"}
+
+
+async def test_the_card_declares_the_key_only_while_one_is_required(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    """Open development mode serves a request without a key: a card that declared
+    the bearer scheme there declared what is not enforced (the 0.3 kit's
+    authentication tests failed on it). The first key makes it required, and the
+    card says so at once, in both versions' fields."""
+    async with make_client() as client:
+        before = await client.get(CARD)
+        await ApiKeyStore(db).create(tenant="first")
+        after = await client.get(CARD)
+        served = await client.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "x"})
+    assert not SECURITY & set(before.json())
+    assert before.headers["cache-control"] == "no-cache"  # it changes with the first key
+    card = after.json()
+    assert card["securitySchemes"] == {
+        "bearer": {
+            "httpAuthSecurityScheme": {
+                "scheme": "Bearer",
+                "description": "an API key of the service (`taskservice keys create`)",
+            },
+            "type": "http",
+            "scheme": "bearer",
+        }
+    }
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
+    assert card["security"] == [{"bearer": []}]
+    assert after.headers["cache-control"].startswith("public, max-age=")
+    assert after.headers["etag"] != before.headers["etag"]
+    assert served.status_code == 401  # as declared
+    async with make_client(a2a_card_v03_fields=False) as client:
+        strict = (await client.get(CARD)).json()
+    assert set(strict["securitySchemes"]["bearer"]) == {"httpAuthSecurityScheme"}
+    assert "securityRequirements" in strict
+    # Open mode turned on explicitly: keys are honoured, not required.
+    async with make_client(auth_mode="open") as client:
+        assert not SECURITY & set((await client.get(CARD)).json())
+    async with make_client(auth_mode="required") as client:
+        assert set((await client.get(CARD)).json()) >= SECURITY
 
 
 async def test_list_tasks_pages_by_status_time_newest_first(make_client: ClientFactory) -> None:

@@ -4,7 +4,9 @@ scheme's `type`), so that clients of both versions find their interface: 1.0 cli
 read `supportedInterfaces` (preferred first) and ignore the rest; 0.3 clients read
 the main `url`. This is what the official SDK serves too; without `v03_fields` the
 card is strict 1.0 (its schema admits no other keys). One skill per agent profile;
-bearer API keys.
+bearer API keys, declared only while they are required: in open development mode
+(a request without a key is served) the card declares no security scheme, since
+clients and conformance kits read a declared one as enforced.
 """
 
 from __future__ import annotations
@@ -52,9 +54,11 @@ def agent_card(
     push_notifications: bool = False,
     extended: bool = False,
     v03_fields: bool = True,
+    secured: bool = True,
 ) -> dict[str, Any]:
     """The card for clients at `base_url` (the public card, or with `extended` the
-    one an authenticated caller gets)."""
+    one an authenticated caller gets); `secured`: a key is required (not open
+    mode)."""
     listed = [
         {"url": f"{base_url}{i.path}", "protocolBinding": i.binding, "protocolVersion": i.version}
         for i in interfaces
@@ -71,29 +75,30 @@ def agent_card(
             "pushNotifications": push_notifications,
             "extendedAgentCard": True,
         },
-        "securitySchemes": {
-            "bearer": {
-                "httpAuthSecurityScheme": {
-                    "scheme": "Bearer",
-                    "description": "an API key of the service (`taskservice keys create`)",
-                },
-            }
-        },
-        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain", "application/json"],
         "skills": [_skill(profile, extended=extended) for profile in profiles],
     }
+    if secured:
+        bearer: dict[str, Any] = {
+            "httpAuthSecurityScheme": {
+                "scheme": "Bearer",
+                "description": "an API key of the service (`taskservice keys create`)",
+            },
+        }
+        card["securitySchemes"] = {"bearer": bearer}
+        card["securityRequirements"] = [{"schemes": {"bearer": {"list": []}}}]
     if v03_fields:  # the main interface and its version, its security, the extended card
         legacy = next(i for i in listed if i["protocolVersion"] == "0.3")
-        card["securitySchemes"]["bearer"].update(type="http", scheme="bearer")
         card.update(
             url=legacy["url"],
             preferredTransport=legacy["protocolBinding"],
             protocolVersion="0.3.0",
-            security=[{"bearer": []}],
             supportsAuthenticatedExtendedCard=True,
         )
+        if secured:
+            bearer.update(type="http", scheme="bearer")
+            card["security"] = [{"bearer": []}]
     return card
 
 

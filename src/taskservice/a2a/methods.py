@@ -42,7 +42,7 @@ class Call:
     """What a method acts with: the caller's handler, and the card it may read."""
 
     handler: A2AHandler
-    extended_card: Callable[[], dict[str, Any]]
+    extended_card: Callable[[], Awaitable[dict[str, Any]]]
 
 
 Unary = Callable[[Call, Any], Awaitable[Any]]
@@ -108,7 +108,7 @@ async def _push_delete_03(call: Call, raw: Any) -> Any:
 
 
 async def _card(call: Call, raw: Any) -> Any:
-    return call.extended_card()
+    return await call.extended_card()
 
 
 # Each method, made for a version's wire shapes (`a2a.v03`, `a2a.v10`).

@@ -110,8 +110,9 @@ def public_base_url(request: Request, settings: Settings) -> str:
     return f"{scheme}://{host}{prefix}"
 
 
-def card_for(request: Request, runtime: Runtime, *, extended: bool) -> dict[str, Any]:
-    """The card (or with `extended` the authenticated caller's) as seen from `request`."""
+async def card_for(request: Request, runtime: Runtime, *, extended: bool) -> dict[str, Any]:
+    """The card (or with `extended` the authenticated caller's) as seen from `request`,
+    declaring the API key only when one is required: not in open mode."""
     return agent_card(
         base_url=public_base_url(request, runtime.settings),
         interfaces=INTERFACES,
@@ -120,10 +121,11 @@ def card_for(request: Request, runtime: Runtime, *, extended: bool) -> dict[str,
         push_notifications=True,  # registered anywhere; sent by any replica's dispatcher
         extended=extended,
         v03_fields=runtime.settings.a2a_card_v03_fields,
+        secured=not await runtime.auth.is_open(),
     )
 
 
-def extended_card_for(request: Request, caller: CallerContext) -> dict[str, Any]:
+async def extended_card_for(request: Request, caller: CallerContext) -> dict[str, Any]:
     """The extended card, for a caller who authenticated with an API key. In open
     development mode a caller without one is served as the default tenant, but has
     not authenticated: the extended card is not theirs (-32007; 400 on HTTP+JSON)."""
@@ -133,7 +135,7 @@ def extended_card_for(request: Request, caller: CallerContext) -> dict[str, Any]
             "the extended agent card is for callers with an API key "
             "(`Authorization: Bearer <key>`)",
         )
-    return card_for(request, caller.runtime, extended=True)
+    return await card_for(request, caller.runtime, extended=True)
 
 
 @router.get(
@@ -154,14 +156,17 @@ def extended_card_for(request: Request, caller: CallerContext) -> dict[str, Any]
 async def agent_card_route(
     request: Request, runtime: Annotated[Runtime, Depends(get_runtime)]
 ) -> Response:
-    card = card_for(request, runtime, extended=False)
+    card = await card_for(request, runtime, extended=False)
     tag = etag(card)
+    # What the card shows is fixed when the service starts (its profiles, its
+    # settings), but for the URLs that follow the request, and in open mode its
+    # security, which the first key ends: then a client asks again each time (with
+    # the ETag: a 304 while it holds).
+    secured = "securitySchemes" in card
     headers = {
         "ETag": tag,
-        # What the card shows is fixed when the service starts (its profiles, its
-        # settings), but for the URLs that follow the request.
         "Last-Modified": formatdate(runtime.started_at, usegmt=True),
-        "Cache-Control": f"public, max-age={CARD_MAX_AGE}",
+        "Cache-Control": f"public, max-age={CARD_MAX_AGE}" if secured else "no-cache",
         "Vary": "Host, X-Forwarded-Host, X-Forwarded-Proto, X-Forwarded-Prefix",
     }
     if tag in request.headers.get("if-none-match", ""):
