@@ -96,7 +96,10 @@ class Ledgered(WrapperToolset[RunHooks]):
             )
         except UnsafeTarget as exc:
             raise McpServerError(f"MCP server {self.url} refused: {exc}") from exc
-        await self.wrapped.__aenter__()
+        try:
+            await self.wrapped.__aenter__()
+        except Exception as exc:  # any failure to connect: the run fails, saying so
+            raise McpServerError(f"MCP server {self.url} cannot be reached: {exc}") from exc
         return self
 
     async def call_tool(

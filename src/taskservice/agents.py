@@ -74,6 +74,7 @@ from taskservice.tools import (
     ledgered,
 )
 from taskservice.tracing import Tracing
+from taskservice.webhooks.targets import AllowList, UnsafeTarget, check_as_written
 
 log = logging.getLogger(__name__)
 
@@ -339,8 +340,10 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
             description=str(spec.get("description", "")),
             mcp_servers=_servers(name, spec.get("mcp_servers", [])),
         )
+    allow = AllowList.parse(settings.webhook_allow_targets)
     for profile in profiles.values():
         _check_tools(profile, known_tools)
+        _check_urls(profile, allow, allow_http=settings.webhook_allow_http)
         if profile.output not in ("text", "json"):
             raise ProfileError(f"profile {profile.name!r}: output must be 'text' or 'json'")
         if profile.request_limit < 1:
@@ -372,6 +375,26 @@ def _servers(profile: str, raw: Any) -> tuple[McpServer, ...]:
         return parse_servers(profile, raw)
     except McpServerError as exc:
         raise ProfileError(str(exc)) from exc
+
+
+def _check_urls(profile: AgentProfile, allow: AllowList, *, allow_http: bool) -> None:
+    """The URLs a profile's runs would call, checked as written (the rules of webhook
+    targets: https unless allowed, no internal address written in them unless
+    allow-listed), so that a profile whose every run would be refused stops the
+    start, naming it, rather than failing its tasks later. Names are checked again,
+    resolved, at each connection."""
+    urls = [("MCP server", server.url) for server in profile.mcp_servers]
+    if profile.remote is not None:
+        urls.append(("agent card", profile.remote.card_url))
+    for what, url in urls:
+        try:
+            check_as_written(url, allow=allow, allow_http=allow_http)
+        except UnsafeTarget as exc:
+            raise ProfileError(
+                f"profile {profile.name!r}: {what} URL {url} is refused: {exc} "
+                "(TASKSERVICE_WEBHOOK_ALLOW_HTTP and TASKSERVICE_WEBHOOK_ALLOW_TARGETS "
+                "admit http and internal addresses)"
+            ) from exc
 
 
 def _check_tools(profile: AgentProfile, known: set[str]) -> None:

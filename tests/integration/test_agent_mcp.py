@@ -24,6 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from taskservice.agents import ProfileError
 from tests.conftest import ClientFactory, wait_for
+from tests.fakes.loopback import free_port
 
 offered: list[list[str]] = []
 
@@ -120,13 +121,28 @@ async def test_a_profile_s_mcp_server_gives_its_agent_tools_whose_calls_are_ledg
     assert (calls[0]["arguments"], calls[0]["result"]) == ({"a": 2, "b": 40}, 42)
 
 
-async def test_an_mcp_server_on_a_forbidden_address_is_refused(
+async def test_an_mcp_server_on_a_forbidden_address_stops_the_start_naming_it(
     make_client: ClientFactory, tmp_path: Path
 ) -> None:
-    async with (
-        tool_server() as url,
-        calculator(make_client, tmp_path, url, default_max_attempts=1) as client,  # no loopback
-    ):
+    """Checked as written when the profiles load: a loopback URL not allow-listed
+    would be refused at every run, so the start stops, naming the profile."""
+    with pytest.raises(ProfileError, match=r"'calculator'.*loopback"):
+        async with calculator(make_client, tmp_path, "http://127.0.0.1:9/mcp"):
+            pass
+    with pytest.raises(ProfileError, match=r"'calculator'.*loopback"):
+        async with calculator(make_client, tmp_path, "http://localhost:9/mcp"):
+            pass
+
+
+async def test_a_run_whose_mcp_server_refuses_connections_fails_saying_so(
+    make_client: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Allowed, but nothing listens there: the task fails with a code of its own
+    and the server's URL, and no traceback is logged."""
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    async with calculator(
+        make_client, tmp_path, url, webhook_allow_targets=["127.0.0.1/32"], default_max_attempts=1
+    ) as client:
         task = (await client.post("/v1/tasks", json={"input": "x", "agent": "calculator"})).json()
 
         async def failed() -> dict[str, Any] | None:
@@ -134,8 +150,9 @@ async def test_an_mcp_server_on_a_forbidden_address_is_refused(
             return got if got["state"] == "failed" else None
 
         finished = await wait_for(failed, timeout=30)
-    assert "refused" in finished["error"]["message"]
-    assert "loopback" in finished["error"]["message"]
+    assert finished["error"]["type"] == "mcp_server_unavailable", finished["error"]
+    assert url in finished["error"]["message"]
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.conftest import LiveFactory, fresh_database, wait_for
+from taskservice.agents import ProfileError
+from tests.conftest import ClientFactory, LiveFactory, fresh_database, wait_for
 from tests.fakes.a2a_sdk_agent import SdkAgent, sdk_agent
 from tests.fakes.faulty_proxy import faulty_proxy
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -341,15 +342,14 @@ async def test_a_failed_remote_task_fails_the_delegated_one_with_its_message(
 
 
 async def test_a_remote_on_an_internal_address_is_refused_unless_allowed(
-    make_live: LiveFactory, remote_database_url: str, tmp_path: Path
+    make_client: ClientFactory, tmp_path: Path
 ) -> None:
-    refusing = {"webhook_allow_targets": []}
-    async with delegation(make_live, remote_database_url, tmp_path, ours=refusing) as both:
-        task = await finished(both.ours, await both.delegate(INPUT))
-    assert task["state"] == "failed"
-    assert task["error"]["type"] == "remote_unavailable"
-    assert "127.0.0.1" in task["error"]["message"]
-    assert "loopback" in task["error"]["message"]
+    """Checked as written when the profiles load: every run would be refused, so the
+    start stops, naming the profile (allowed, it serves: the other tests)."""
+    refusing = delegating(tmp_path, "http://127.0.0.1:9") | {"webhook_allow_targets": []}
+    with pytest.raises(ProfileError, match=r"'helper'.*127\.0\.0\.1.*loopback"):
+        async with make_client(**refusing):
+            pass
 
 
 async def test_cancelling_a_delegated_task_cancels_the_remote_one(

@@ -145,13 +145,8 @@ def unsafe_reason(address: IPAddress) -> str | None:
     return None
 
 
-async def resolve(
-    url: str,
-    *,
-    allow: AllowList = AllowList(),
-    allow_http: bool = False,
-    resolver: Resolver = system_resolver,
-) -> Target:
+def _written(url: str, allow_http: bool) -> tuple[str, str, int]:
+    """The URL's scheme, host and port, if its form may be called at all."""
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
         # urlsplit would silently drop tabs and newlines; NUL cannot be stored.
         raise UnsafeTarget("the URL contains a control character")
@@ -167,7 +162,39 @@ async def resolve(
     host = parts.hostname
     if not host:
         raise UnsafeTarget("the URL has no host")
-    port = port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, host, port or (443 if parts.scheme == "https" else 80)
+
+
+def _literal(host: str) -> IPAddress | None:
+    """The address a host names without a resolver: one in canonical form, or
+    `localhost` (RFC 6761: loopback, always)."""
+    if _name(host) == "localhost" or _name(host).endswith(".localhost"):
+        return ipaddress.ip_address("127.0.0.1")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def check_as_written(url: str, *, allow: AllowList = AllowList(), allow_http: bool = False) -> None:
+    """What can be checked of `url` without the network (configuration, at load): its
+    form, and an address written in it (or `localhost`). A name is checked when it
+    is resolved, at each connection (`resolve`)."""
+    _, host, _ = _written(url, allow_http)
+    address = _literal(host)
+    reason = unsafe_reason(address) if address is not None else None
+    if address is not None and reason is not None and not allow.admits(host, address):
+        raise UnsafeTarget(f"{host} is a {reason} address")
+
+
+async def resolve(
+    url: str,
+    *,
+    allow: AllowList = AllowList(),
+    allow_http: bool = False,
+    resolver: Resolver = system_resolver,
+) -> Target:
+    scheme, host, port = _written(url, allow_http)
     try:
         # An address in canonical form needs no resolver (other numeric spellings,
         # such as 2130706433, are left to it: that is how connections read them).
@@ -187,4 +214,4 @@ async def resolve(
         if reason is not None and not allow.admits(host, address):
             raise UnsafeTarget(f"{host} resolves to {address}, a {reason} address")
         addresses.append(address)
-    return Target(url, parts.scheme, host, port, tuple(addresses))
+    return Target(url, scheme, host, port, tuple(addresses))

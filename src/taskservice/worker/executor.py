@@ -27,6 +27,7 @@ from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
 
+from taskservice.agent_mcp import McpServerError
 from taskservice.agents import AgentCatalog, streams
 from taskservice.content import as_text
 from taskservice.db.budgets import BudgetStore
@@ -184,6 +185,9 @@ class Executor:
                     ledger.conversation = run.all_messages()  # should the run go on
         except Throttled as throttled:
             return WaitsForBudget(throttled)
+        except McpServerError as exc:  # refused, or not reached: said, no traceback
+            log.info("task %s: %s", task.id, exc)
+            return Failed({"type": "mcp_server_unavailable", "message": str(exc)}, ledger.usage)
         except (AgentRunError, UserError) as exc:
             if isinstance(exc, UsageLimitExceeded):
                 limit = profile.request_limit
