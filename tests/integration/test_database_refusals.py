@@ -71,17 +71,20 @@ async def limited_role(database_url: str) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def refuse(database_url: str, limited_role: str) -> AsyncIterator[Any]:
-    """`await refuse(True)`: the role's connections are refused from now on (and those
-    it has are terminated); `await refuse(False)`: allowed again."""
+    """`await refuse(True)`: the role's connections are refused from now on, and those
+    it has are terminated (returning once they are gone, and their clients could
+    see it); `await refuse(False)`: allowed again."""
 
     async def switch(on: bool) -> None:
         statements = [f'ALTER ROLE "{limited_role}" CONNECTION LIMIT {0 if on else -1}']
         if on:
             statements.append(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
                 f"WHERE usename = '{limited_role}'"
             )
         await _admin(database_url, *statements)
+        if on:
+            await asyncio.sleep(0.1)  # the closed sockets reach their clients
 
     try:
         yield switch
@@ -105,6 +108,8 @@ def _requests(task_id: str) -> list[tuple[str, str, dict[str, Any]]]:
         ("GET", f"/v1/tasks/{task_id}/events", {"headers": {"Accept": "text/event-stream"}}),
         ("POST", "/a2a/rest/message:send", {"json": {"message": message}, "headers": A2A}),
         ("GET", f"/a2a/rest/tasks/{task_id}", {"headers": A2A}),
+        ("GET", f"/a2a/rest/tasks/{task_id}:subscribe", {"headers": A2A}),
+        ("POST", "/a2a/rest/message:stream", {"json": {"message": message}, "headers": A2A}),
         (
             "POST",
             "/a2a",
@@ -190,12 +195,17 @@ async def test_a_run_whose_ledger_write_is_refused_waits_and_goes_on(
     waits for a connection (the statement never reached the database) and completes,
     on its first attempt, the tool run once, no worker having given the task up."""
     ran: list[str] = []
+    restoring: list[asyncio.Task[None]] = []  # held: the loop keeps only a weak reference
+
+    async def restore_later() -> None:
+        await asyncio.sleep(1.5)
+        await refuse(False)
 
     async def cut(ctx: RunContext[Any]) -> str:
         """Takes the database's connections away for a while."""
         ran.append(ctx.tool_call_id or "")
         await refuse(True)
-        asyncio.get_running_loop().call_later(1.5, lambda: asyncio.ensure_future(refuse(False)))
+        restoring.append(asyncio.create_task(restore_later()))
         return "cut"
 
     model = scripted([ToolCallPart("cut", {}, tool_call_id="c1")], "done: {results}")
@@ -217,6 +227,7 @@ async def test_a_run_whose_ledger_write_is_refused_waits_and_goes_on(
             return ended if ended["state"] in ("completed", "failed") else None
 
         done = await wait_for(ended, timeout=20)
+        await asyncio.gather(*restoring)
         events = (await client.get(f"/v1/tasks/{task['id']}/events")).json()["events"]
     assert done["state"] == "completed", done
     assert done["attempt"] == 1
@@ -227,3 +238,68 @@ async def test_a_run_whose_ledger_write_is_refused_waits_and_goes_on(
     results = [e["data"] for e in events if e["type"] == "tool_result"]
     assert [(r["tool_call_id"], r["status"]) for r in results] == [("c1", "completed")]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+async def test_a_run_stopped_mid_statement_while_refused_gives_its_task_back_when_it_can(
+    make_client: ClientFactory,
+    database_url: str,
+    limited_role: str,
+    limited_url: str,
+    refuse: Any,
+) -> None:
+    """The tool's result write is in flight (held by a lock) when its connection is
+    terminated and new ones are refused: it may have committed, so it is not tried
+    again; the run stops and gives its task back as soon as the database takes a
+    connection again (a `released` event), and the next attempt resumes from the
+    ledger, well before the 30 s lease would have expired."""
+    dsn, kwargs = asyncpg_dsn(database_url)
+    holder = await asyncpg.connect(dsn, **kwargs)
+    held = holder.transaction()
+
+    async def lock_calls(ctx: RunContext[Any]) -> str:
+        """Holds the ledger's tool calls, so that this call's result waits."""
+        await held.start()
+        await holder.execute("LOCK TABLE task_calls IN ACCESS EXCLUSIVE MODE")
+        return "locked"
+
+    model = scripted([ToolCallPart("lock_calls", {}, tool_call_id="l1")], "done: {results}")
+    try:
+        async with make_client(
+            database_url=limited_url,
+            models={"scripted": model},
+            tools={"lock_calls": lock_calls},
+            default_tools=["lock_calls"],
+            workers_enabled=True,
+            auth_cache_seconds=3600,
+            lease_seconds=30,
+        ) as client:
+            task = (
+                await client.post("/v1/tasks", json={"input": "go", "model": "scripted"})
+            ).json()
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity "
+                f"WHERE usename = '{limited_role}' AND wait_event_type = 'Lock'"
+            )
+            await wait_for(lambda: holder.fetchval(waiting), timeout=10)
+            began = asyncio.get_running_loop().time()
+            await refuse(True)  # the write, waiting on the lock, is terminated mid-statement
+            await held.rollback()
+            await asyncio.sleep(1.5)
+            await refuse(False)
+
+            async def ended() -> dict[str, Any] | None:
+                answer = await client.get(f"/v1/tasks/{task['id']}")
+                got = answer.json()
+                return got if got["state"] in ("completed", "failed") else None
+
+            done = await wait_for(ended, timeout=20)
+            took = asyncio.get_running_loop().time() - began
+            events = (await client.get(f"/v1/tasks/{task['id']}/events")).json()["events"]
+    finally:
+        await holder.close()
+    assert done["state"] == "completed", done
+    assert done["attempt"] == 2
+    assert took < 15  # not after the lease
+    released = [e["data"] for e in events if e["type"] == "released"]
+    assert [r["reason"] for r in released] == ["ledger_unwritten"]
+    assert "recovered" not in [e["type"] for e in events]

@@ -147,11 +147,19 @@ class WorkerPool:
         await self.heartbeat.stop()
         self._unsubscribe()
 
-    async def _release(self, task_id: uuid.UUID, lease: Lease, reason: str = "shutdown") -> None:
+    async def _release(
+        self, task_id: uuid.UUID, lease: Lease, reason: str = "shutdown", *, within: float = 0.0
+    ) -> None:
+        """Give the task back (fenced: a release that did commit before its answer was
+        lost finds the task no longer ours when tried again), trying for up to
+        `within` seconds while the database is unavailable."""
         try:
-            released = await self.leases.release(task_id, lease=lease, reason=reason)
-        except TRANSIENT_ERRORS as exc:
-            OUTAGE.failed(f"task {task_id} release", exc)
+            released = await retried(
+                lambda: self.leases.release(task_id, lease=lease, reason=reason),
+                where=f"task {task_id} release",
+                within=within,
+            )
+        except TRANSIENT_ERRORS:
             log.info("task %s: could not release; its lease will expire", task_id)
             return
         if released:
@@ -287,7 +295,8 @@ class WorkerPool:
             OUTAGE.failed(f"task {task.id}", exc)
             log.info("task %s: run stopped, its ledger could not be written", task.id)
             self._finishing.add(task.id)  # a lost lease now is the release's to tell
-            await self._release(task.id, lease, reason="ledger_unwritten")
+            within = self.settings.outcome_retry_seconds
+            await self._release(task.id, lease, reason="ledger_unwritten", within=within)
         finally:
             self.heartbeat.drop(task.id)
             self._finishing.discard(task.id)
