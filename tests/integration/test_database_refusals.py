@@ -52,6 +52,15 @@ async def _admin(database_url: str, *statements: str) -> None:
         await conn.close()
 
 
+async def _fetchval(database_url: str, query: str) -> Any:
+    dsn, kwargs = asyncpg_dsn(database_url)
+    conn = await asyncpg.connect(dsn, **kwargs)
+    try:
+        return await conn.fetchval(query)
+    finally:
+        await conn.close()
+
+
 @pytest.fixture(scope="session")
 async def limited_role(database_url: str) -> AsyncIterator[str]:
     """A login role with the service's privileges on the test database."""
@@ -256,10 +265,13 @@ async def test_a_run_stopped_mid_statement_while_refused_gives_its_task_back_whe
     holder = await asyncpg.connect(dsn, **kwargs)
     held = holder.transaction()
 
+    locked = asyncio.Event()
+
     async def lock_calls(ctx: RunContext[Any]) -> str:
         """Holds the ledger's tool calls, so that this call's result waits."""
         await held.start()
         await holder.execute("LOCK TABLE task_calls IN ACCESS EXCLUSIVE MODE")
+        locked.set()
         return "locked"
 
     model = scripted([ToolCallPart("lock_calls", {}, tool_call_id="l1")], "done: {results}")
@@ -280,7 +292,8 @@ async def test_a_run_stopped_mid_statement_while_refused_gives_its_task_back_whe
                 "SELECT count(*) FROM pg_stat_activity "
                 f"WHERE usename = '{limited_role}' AND wait_event_type = 'Lock'"
             )
-            await wait_for(lambda: holder.fetchval(waiting), timeout=10)
+            await asyncio.wait_for(locked.wait(), timeout=10)
+            await wait_for(lambda: _fetchval(database_url, waiting), timeout=10)
             began = asyncio.get_running_loop().time()
             await refuse(True)  # the write, waiting on the lock, is terminated mid-statement
             await held.rollback()
