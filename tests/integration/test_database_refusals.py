@@ -310,9 +310,13 @@ async def test_a_run_stopped_mid_statement_while_refused_gives_its_task_back_whe
             events = (await client.get(f"/v1/tasks/{task['id']}/events")).json()["events"]
     finally:
         await holder.close()
-    assert done["state"] == "completed", done
-    assert done["attempt"] == 2
+    history = "\n".join(f"{e['type']} {e['data']}" for e in events)
+    assert done["state"] == "completed", history
     assert took < 15  # not after the lease
+    assert "recovered" not in [e["type"] for e in events], history
+    # Given back each time it stopped: once, or twice when an attempt claimed while
+    # the backends were being terminated one by one met the next of them.
     released = [e["data"] for e in events if e["type"] == "released"]
-    assert [r["reason"] for r in released] == ["ledger_unwritten"]
-    assert "recovered" not in [e["type"] for e in events]
+    assert released, history
+    assert {r["reason"] for r in released} == {"ledger_unwritten"}, history
+    assert done["attempt"] == 1 + len(released), history
