@@ -53,6 +53,7 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.arrivals: list[float] = []
+        self.arrived_at: list[float] = []  # the same, as Unix times (a database's clock)
         self.refused = 0
         self._limit = limit
         self._level = limit[0] if limit else 0.0
@@ -97,6 +98,7 @@ class FakeOpenAI:
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
         self.arrivals.append(time.monotonic())
+        self.arrived_at.append(time.time())
         self.requests.append(body)
         self.headers.append(dict(request.headers))
         wait = self._over_limit()

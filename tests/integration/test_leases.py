@@ -362,7 +362,7 @@ async def test_every_process_reaps_at_start_and_when_the_next_lease_expires(
         assert not await _released(store, lapsing.id)
         await wait_for(lambda: _released(store, lapsing.id), timeout=5)
         took = loop.time() - started
-    assert 1.0 < took < 4.0, took
+    assert 1.0 < took < 15, took  # when the lease lapsed, not at the 60 s interval
     assert [t for _, t, _ in await event_types(db, lapsing.id)][-1] == "recovered"
 
 

@@ -127,7 +127,7 @@ async def test_the_listener_reconnects_and_wakes_workers_after_its_backend_is_ki
         task = (await client.post("/v1/tasks", json={"input": "after the drop"})).json()
         done = await until_state(client, task["id"], "completed")
         assert done["attempt"] == 1
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 20  # a notification, not the 60 s poll
 
 
 async def test_a_lost_lease_report_after_the_outcome_commits_does_not_stop_the_run(

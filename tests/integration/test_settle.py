@@ -69,7 +69,7 @@ async def test_a_wait_ends_on_the_notice_of_its_task_s_end(
         settled = await asyncio.wait_for(waiting, 5)
     assert settled.state is TaskState.COMPLETED
     assert settled.result == "ok"
-    assert time.monotonic() - started < 2  # the notice, not the 30 s poll
+    assert time.monotonic() - started < 10  # the notice, not the 30 s poll
     assert no_log_reads == []
 
 
@@ -89,7 +89,7 @@ async def test_a_wait_that_begins_just_after_the_change_sees_it_at_once(
         started = time.monotonic()
         settled = await runtime.service.settle(stale, 20)
     assert settled.state is TaskState.COMPLETED
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # the notices heard, not the 30 s poll
     assert no_log_reads == []
 
 

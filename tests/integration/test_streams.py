@@ -129,7 +129,7 @@ async def test_a_stream_resumed_after_the_end_closes_at_once(make_live: LiveFact
         started = time.monotonic()
         events = await collect(client, task["id"], last_event_id=2)
     assert [e.event for e in events] == ["snapshot"]
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # not held open until the client gives up
 
 
 async def test_an_event_written_through_one_replica_reaches_a_stream_on_another(
@@ -195,13 +195,13 @@ async def test_a_long_poll_answers_as_soon_as_the_task_settles(make_live: LiveFa
         elapsed = time.monotonic() - started
         await canceller
         assert waited.json()["state"] == "cancelled"
-        assert 0.25 < elapsed < 2
+        assert 0.25 < elapsed < 10  # the cancel, not the 20 s wait
 
         other = (await client.post("/v1/tasks", json={"input": "y"})).json()
         started = time.monotonic()
         unchanged = await client.get(f"/v1/tasks/{other['id']}", params={"wait": 0.5})
         assert unchanged.json()["state"] == "pending"
-        assert 0.45 < time.monotonic() - started < 2
+        assert 0.45 < time.monotonic() - started < 10
         bad = await client.get(f"/v1/tasks/{other['id']}", params={"wait": -1})
         assert bad.status_code == 422
 

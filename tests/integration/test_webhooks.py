@@ -211,7 +211,7 @@ async def test_a_hanging_receiver_times_out_and_is_tried_again(
     first, *between, last = log
     assert first["status_code"] is None
     assert first["error"] == "no answer within 0.5 s"
-    assert 450 <= first["duration_ms"] < 2000
+    assert 450 <= first["duration_ms"] < 2900  # cut at the timeout, not the 3 s reply
     # The receiver answers at once after its one hang; on a machine that stalls for
     # half a second a second attempt may time out as well, and is tried again too.
     assert all(a["error"] == "no answer within 0.5 s" for a in between), log
