@@ -22,17 +22,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
 from taskservice.db import connections
-from taskservice.db.engine import asyncpg_dsn
 from tests.acceptance.conftest import cli_env, serve
 from tests.acceptance.test_database_blips import fetch
 from tests.acceptance.test_mcp import _modern as mcp_call
 from tests.conftest import fresh_database
+from tests.integration.test_database_blips import admin
 
 pytestmark = pytest.mark.slow
 
@@ -46,16 +45,6 @@ POOL = 4  # DB_POOL_SIZE: small, so that load fills the pools before the fault
 FAULT_AT, FAULT_SECONDS, LOAD_SECONDS = 2.5, 3.0, 7.5
 
 
-async def execute(url: str, sql: str) -> None:
-    """`sql`, of one or several statements."""
-    dsn, kwargs = asyncpg_dsn(url)
-    conn = await asyncpg.connect(dsn, **kwargs)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture
 async def role_url(server_url: str) -> AsyncIterator[tuple[str, str, str]]:
     """A database of its own, and a role with the service's privileges on it (not a
@@ -65,12 +54,12 @@ async def role_url(server_url: str) -> AsyncIterator[tuple[str, str, str]]:
     await fetch(server_url, f'CREATE ROLE "{role}" LOGIN')
     try:
         async with fresh_database(server_url, "taskservice_refusals") as url:
-            await execute(
-                url,
-                f'GRANT USAGE ON SCHEMA public TO "{role}"; '
-                f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"; '
-                f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"',
-            )
+            async with admin(url) as conn:
+                await conn.execute(
+                    f'GRANT USAGE ON SCHEMA public TO "{role}"; '
+                    f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"; '
+                    f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"',
+                )
             as_role = make_url(url).set(username=role).render_as_string(hide_password=False)
             yield url, as_role, role
     finally:
@@ -170,7 +159,8 @@ async def test_refused_connections_under_load_are_503s_and_fail_no_task(
             held.append((await fetch(url, count))[0]["n"])
             await asyncio.sleep(0.1)
         # Committed before the backends go, so that none of them gets back in.
-        await execute(url, f'ALTER ROLE "{role}" CONNECTION LIMIT 0')
+        async with admin(url) as conn:
+            await conn.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT 0')
         await fetch(
             url,
             f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'",

@@ -32,7 +32,7 @@ from taskservice.errors import DatabaseUnavailable
 from tests.acceptance.test_mcp import _modern as mcp_call
 from tests.conftest import ClientFactory, LiveFactory, wait_for
 from tests.integration.test_agents import scripted
-from tests.integration.test_database_blips import assert_unavailable
+from tests.integration.test_database_blips import admin, assert_unavailable
 
 A2A = {"A2A-Version": "1.0"}
 MCP = {
@@ -42,40 +42,35 @@ MCP = {
 }
 
 
-async def _admin(database_url: str, *statements: str) -> None:
-    dsn, kwargs = asyncpg_dsn(database_url)
-    conn = await asyncpg.connect(dsn, **kwargs)
-    try:
-        for statement in statements:
-            await conn.execute(statement)
-    finally:
-        await conn.close()
+async def _finished(client: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+    """The task once it completed or failed (polled through the refusal's 503s)."""
 
+    async def ended() -> dict[str, Any] | None:
+        answer = await client.get(f"/v1/tasks/{task_id}")
+        if answer.status_code == 503:  # while refused
+            return None
+        got: dict[str, Any] = answer.json()
+        return got if got["state"] in ("completed", "failed") else None
 
-async def _fetchval(database_url: str, query: str) -> Any:
-    dsn, kwargs = asyncpg_dsn(database_url)
-    conn = await asyncpg.connect(dsn, **kwargs)
-    try:
-        return await conn.fetchval(query)
-    finally:
-        await conn.close()
+    done: dict[str, Any] = await wait_for(ended, timeout=20)
+    return done
 
 
 @pytest.fixture(scope="session")
 async def limited_role(database_url: str) -> AsyncIterator[str]:
     """A login role with the service's privileges on the test database."""
     role = f"taskservice_limited_{secrets.token_hex(3)}"
-    await _admin(
-        database_url,
-        f'CREATE ROLE "{role}" LOGIN',
-        f'GRANT USAGE ON SCHEMA public TO "{role}"',
-        f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"',
-        f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"',
-    )
+    async with admin(database_url) as conn:
+        await conn.execute(
+            f'CREATE ROLE "{role}" LOGIN; GRANT USAGE ON SCHEMA public TO "{role}"; '
+            f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"; '
+            f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"'
+        )
     try:
         yield role
     finally:
-        await _admin(database_url, f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"')
+        async with admin(database_url) as conn:
+            await conn.execute(f'DROP OWNED BY "{role}"; DROP ROLE "{role}"')
 
 
 @pytest.fixture
@@ -85,13 +80,14 @@ async def refuse(database_url: str, limited_role: str) -> AsyncIterator[Any]:
     see it); `await refuse(False)`: allowed again."""
 
     async def switch(on: bool) -> None:
-        statements = [f'ALTER ROLE "{limited_role}" CONNECTION LIMIT {0 if on else -1}']
-        if on:
-            statements.append(
-                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
-                f"WHERE usename = '{limited_role}'"
-            )
-        await _admin(database_url, *statements)
+        async with admin(database_url) as conn:
+            # Committed first, so that no terminated backend gets back in.
+            await conn.execute(f'ALTER ROLE "{limited_role}" CONNECTION LIMIT {0 if on else -1}')
+            if on:
+                await conn.execute(
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                    f"WHERE usename = '{limited_role}'"
+                )
         if on:
             await asyncio.sleep(0.1)  # the closed sockets reach their clients
 
@@ -227,15 +223,7 @@ async def test_a_run_whose_ledger_write_is_refused_waits_and_goes_on(
         auth_cache_seconds=3600,
     ) as client:
         task = (await client.post("/v1/tasks", json={"input": "go", "model": "scripted"})).json()
-
-        async def ended() -> dict[str, Any] | None:
-            answer = await client.get(f"/v1/tasks/{task['id']}")
-            if answer.status_code == 503:  # while refused
-                return None
-            ended = answer.json()
-            return ended if ended["state"] in ("completed", "failed") else None
-
-        done = await wait_for(ended, timeout=20)
+        done = await _finished(client, task["id"])
         await asyncio.gather(*restoring)
         events = (await client.get(f"/v1/tasks/{task['id']}/events")).json()["events"]
     assert done["state"] == "completed", done
@@ -293,19 +281,18 @@ async def test_a_run_stopped_mid_statement_while_refused_gives_its_task_back_whe
                 f"WHERE usename = '{limited_role}' AND wait_event_type = 'Lock'"
             )
             await asyncio.wait_for(locked.wait(), timeout=10)
-            await wait_for(lambda: _fetchval(database_url, waiting), timeout=10)
+
+            async def write_waits() -> bool:
+                async with admin(database_url) as conn:
+                    return bool(await conn.fetchval(waiting))
+
+            await wait_for(write_waits, timeout=10)
             began = asyncio.get_running_loop().time()
             await refuse(True)  # the write, waiting on the lock, is terminated mid-statement
             await held.rollback()
             await asyncio.sleep(1.5)
             await refuse(False)
-
-            async def ended() -> dict[str, Any] | None:
-                answer = await client.get(f"/v1/tasks/{task['id']}")
-                got = answer.json()
-                return got if got["state"] in ("completed", "failed") else None
-
-            done = await wait_for(ended, timeout=20)
+            done = await _finished(client, task["id"])
             took = asyncio.get_running_loop().time() - began
             events = (await client.get(f"/v1/tasks/{task['id']}/events")).json()["events"]
     finally:

@@ -42,8 +42,9 @@ REFUSED: tuple[type[BaseException], ...] = (
 
 
 def refused(exc: BaseException) -> bool:
-    """Whether `exc`, or what it wraps (SQLAlchemy's `DBAPIError` keeps the driver's
-    error as the cause of its `orig`), is the server refusing a connection."""
+    """Whether `exc`, or what it was raised from (SQLAlchemy's `DBAPIError` keeps the
+    driver's error as the cause of its `orig`), is the server refusing a connection.
+    Not what it was raised while handling: a bug in an `except` stays a bug."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -53,7 +54,7 @@ def refused(exc: BaseException) -> bool:
         seen.add(id(current))
         if isinstance(current, REFUSED):
             return True
-        todo += [current.__cause__, current.__context__, getattr(current, "orig", None)]
+        todo += [current.__cause__, getattr(current, "orig", None)]
     return False
 
 
