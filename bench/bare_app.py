@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel
 
 from taskservice.db.submits import create_many
-from taskservice.ids import uuid7
+from taskservice.domain.ids import uuid7
 
 DSN = os.environ["BENCH_DSN"]
 INSERT = """

@@ -183,7 +183,7 @@ async def worker_phase(server: str, count: int, concurrency: int) -> tuple[float
     table (taskservice's own submit statement, 100 per batch): its CPU per task past
     start-up, and tasks per second. Returns (CPU us per task, tasks/s)."""
     from taskservice.db.submits import create_many
-    from taskservice.ids import uuid7
+    from taskservice.domain.ids import uuid7
 
     url = await make_database(server)
     env = {
@@ -248,7 +248,7 @@ async def bare_agent_cpu_us(runs: int = 2000) -> float:
     loop as the server (this script runs on uvloop where the server does)."""
     from pydantic_ai.usage import UsageLimits
 
-    from taskservice.agents import AgentCatalog
+    from taskservice.agents.catalog import AgentCatalog
     from taskservice.settings import Settings
 
     catalog = AgentCatalog(Settings(database_url=None))

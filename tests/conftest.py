@@ -36,8 +36,8 @@ from taskservice.db.engine import asyncpg_dsn, create_engine
 from taskservice.db.sql import Database
 from taskservice.db.tables import metadata
 from taskservice.db.tasks import TaskStore
+from taskservice.domain.states import TRANSITIONS
 from taskservice.settings import Settings
-from taskservice.states import TRANSITIONS
 from tests.fakes.webhook_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from taskservice import cli_remote
-from taskservice.logs import configure
+from taskservice.common.logs import configure
 from taskservice.settings import Settings, get_settings
 
 log = logging.getLogger("taskservice")
@@ -106,8 +106,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from taskservice.auth import valid_tenant
     from taskservice.db.keys import ApiKeyStore
+    from taskservice.usecases.auth import valid_tenant
 
     if args.keys_command == "create" and not valid_tenant(args.tenant):
         print("tenant names are 1-64 of A-Z a-z 0-9 _ . - (starting alphanumeric)", file=sys.stderr)

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice import metrics
-from taskservice.agents import AgentCatalog, load_plugins
-from taskservice.auth import Authenticator
+from taskservice.agents.catalog import AgentCatalog, load_plugins
+from taskservice.agents.tools import ToolFunction
+from taskservice.common import metrics
+from taskservice.common.tracing import Tracing
 from taskservice.db import ENGINE_POOL_SIZE, migrate
 from taskservice.db.budgets import BudgetStore
 from taskservice.db.embedded import resolve_database_url
@@ -35,23 +36,22 @@ from taskservice.db.tasks import TaskStore
 from taskservice.db.webhook_deliveries import DeliveryLog
 from taskservice.db.webhook_outbox import OutboxStore
 from taskservice.db.webhook_subscriptions import SubscriptionStore
-from taskservice.events import EventHub, TaskWatchers, Watermark
-from taskservice.live import LiveFeed
-from taskservice.message_router import MessageRouter
-from taskservice.schedules import ScheduleService
-from taskservice.service import TaskService
+from taskservice.following.deltas import LiveFeed
+from taskservice.following.hub import EventHub, TaskWatchers, Watermark
 from taskservice.settings import Settings
-from taskservice.tokens import StreamTokens
-from taskservice.tools import ToolFunction
-from taskservice.tracing import Tracing
-from taskservice.webhooks.dispatcher import Dispatcher, PushFormats
-from taskservice.webhooks.subscriptions import WebhookService
+from taskservice.usecases.auth import Authenticator
+from taskservice.usecases.routing import MessageRouter
+from taskservice.usecases.schedules import ScheduleService
+from taskservice.usecases.subscriptions import WebhookService
+from taskservice.usecases.tasks import TaskService
+from taskservice.usecases.tokens import StreamTokens
 from taskservice.worker.executor import Executor
 from taskservice.worker.live_output import LiveWriter, QuietRuns
 from taskservice.worker.pool import WorkerPool
 from taskservice.worker.pruner import Pruner
 from taskservice.worker.reaper import Reaper
 from taskservice.worker.scheduler import Scheduler
+from taskservice.worker.webhook_dispatcher import Dispatcher, PushFormats
 
 if TYPE_CHECKING:  # loaded only where a profile delegates (`_delegator`)
     from taskservice.worker.delegation import Delegator

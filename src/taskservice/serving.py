@@ -44,7 +44,7 @@ from typing import Any
 import uvicorn
 from prometheus_client import multiprocess
 
-from taskservice.logs import configure
+from taskservice.common.logs import configure
 from taskservice.settings import Settings
 
 log = logging.getLogger("taskservice.serve")

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from taskservice.rate_limits import RateLimit, parse_rate_limits
+from taskservice.common.rate_limits import RateLimit, parse_rate_limits
 
 OFFLINE_MODEL = "offline"
 

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.embedded import embedded_pid_of
 from taskservice.db.tasks import TaskStore
-from taskservice.states import TaskState
+from taskservice.domain.states import TaskState
 from tests.acceptance.conftest import cli_env, free_port, run_cli, serve
 from tests.integration.helpers import force_state, new_task
 

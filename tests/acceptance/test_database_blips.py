@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
-from taskservice.errors import DatabaseUnavailable
+from taskservice.domain.errors import DatabaseUnavailable
 from tests.acceptance.conftest import cli_env, serve
 
 pytestmark = pytest.mark.slow

@@ -75,7 +75,7 @@ def test_a_failed_webhook_attempt_is_one_line_about_its_task(
             assert time.monotonic() < deadline, server.output()
             time.sleep(0.05)
     [failed] = [line for line in lines(server.output()) if "attempt 1 failed" in line["message"]]
-    assert failed["logger"] == "taskservice.webhooks.dispatcher"
+    assert failed["logger"] == "taskservice.worker.webhook_dispatcher"
     assert failed["level"] == "INFO"
     assert failed["task_id"] == made["id"]
     assert failed["tenant"] == "default"

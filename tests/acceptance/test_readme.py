@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from taskservice.demo import QUESTION
+from taskservice.agents.demo import QUESTION
 from taskservice.settings import markdown_table
 from tests.acceptance.conftest import cli_env, serve
 
@@ -28,7 +28,7 @@ NOT_RUN = "<!-- not run by the README test: "
 EXPECTED_NOT_RUN = [
     "# Install and serve (embedded PostgreSQL, offline model: no setup, no API key)",
     "# A task's own webhook, registered with it: the secret is in the response, once.",
-    "TASKSERVICE_PLUGINS=taskservice.conformance TASKSERVICE_DEFAULT_MODEL=conformance \\",
+    "TASKSERVICE_PLUGINS=taskservice.agents.conformance TASKSERVICE_DEFAULT_MODEL=conformance \\",
     "mitmdump --mode reverse:http://127.0.0.1:8931 --listen-host 127.0.0.1 -p 8932 \\",
     "TASKSERVICE_AUTH_MODE=open TASKSERVICE_PORT=8933 .venv/bin/taskservice serve",
 ]

@@ -10,8 +10,8 @@ import httpx
 from playwright.async_api import Page, expect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice.agents.demo import QUESTION
 from taskservice.db.keys import ApiKeyStore
-from taskservice.demo import QUESTION
 from tests.browser.conftest import Console, screenshot, serving
 from tests.conftest import LiveFactory
 from tests.fakes.webhook_receiver import Receiver

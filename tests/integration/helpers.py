@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.tables import task_events, tasks
 from taskservice.db.tasks import TaskStore
-from taskservice.models import AgentSpec, NewTask, Task
-from taskservice.states import TaskState
+from taskservice.domain.models import AgentSpec, NewTask, Task
+from taskservice.domain.states import TaskState
 from tests.conftest import allow_any_state, wait_for
 from tests.sse import Event, read_events
 

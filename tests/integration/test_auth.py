@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.auth import StartupRefused
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.tables import api_keys
+from taskservice.usecases.auth import StartupRefused
 from tests.conftest import ClientFactory
 
 

@@ -21,7 +21,7 @@ from taskservice.db.leases import _CLAIM, LeaseStore
 from taskservice.db.sql import GENERIC_PLANS
 from taskservice.db.steps import _finish_statement
 from taskservice.db.tasks import TaskStore
-from taskservice.states import TaskState
+from taskservice.domain.states import TaskState
 from tests.integration.helpers import new_task
 
 

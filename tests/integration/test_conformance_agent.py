@@ -1,4 +1,4 @@
-"""The opt-in agent for the A2A conformance kits (`taskservice.conformance`): the
+"""The opt-in agent for the A2A conformance kits (`taskservice.agents.conformance`): the
 message id that starts a task says what the task does."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from taskservice.conformance import MODELS, QUESTION
+from taskservice.agents.conformance import MODELS, QUESTION
 from tests.conftest import ClientFactory
 from tests.integration.test_a2a_v10 import message, rpc
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from taskservice.db.sql import Database, Statement
-from taskservice.errors import DatabaseUnavailable
+from taskservice.domain.errors import DatabaseUnavailable
 from tests.conftest import wait_for
 
 BAD = Statement(text("SELECT 1 / 0 AS n"))

@@ -27,7 +27,7 @@ from taskservice.db.engine import asyncpg_dsn
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import LedgerStore
-from taskservice.errors import DatabaseUnavailable
+from taskservice.domain.errors import DatabaseUnavailable
 from tests.conftest import ClientFactory, LiveFactory, wait_for
 from tests.integration.helpers import event_types
 from tests.integration.test_pool import until_state

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.engine import asyncpg_dsn
 from taskservice.db.outage import OUTAGE
-from taskservice.errors import DatabaseUnavailable
+from taskservice.domain.errors import DatabaseUnavailable
 from tests.acceptance.test_mcp import _modern as mcp_call
 from tests.conftest import ClientFactory, LiveFactory, wait_for
 from tests.integration.test_agents import scripted

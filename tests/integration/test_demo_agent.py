@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from taskservice.demo import QUESTION, Plan
+from taskservice.agents.demo import QUESTION, Plan
 from tests.conftest import LiveFactory, wait_for
 from tests.integration.test_live_output import rebuild, stream
 

@@ -12,7 +12,7 @@ from taskservice.db.engine import asyncpg_dsn
 from taskservice.db.eventlog import EventLog
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.tasks import TaskStore
-from taskservice.events import EventHub, Watermark
+from taskservice.following.hub import EventHub, Watermark
 from tests.conftest import LiveFactory, wait_for
 from tests.integration.helpers import new_task
 from tests.sse import Event, read_events

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice import jsonvalues
 from taskservice.db.tables import task_events, tasks, webhook_subscriptions
+from taskservice.domain import jsonvalues
 from tests.conftest import ClientFactory, LiveFactory
 from tests.integration.helpers import count
 

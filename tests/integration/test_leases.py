@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice.db.leases import LeaseStore
 from taskservice.db.tables import tasks
 from taskservice.db.tasks import TaskStore
-from taskservice.models import Lease
-from taskservice.states import TaskState
+from taskservice.domain.models import Lease
+from taskservice.domain.states import TaskState
 from tests.conftest import ClientFactory, allow_any_state, wait_for
 from tests.integration.helpers import event_types, expire, new_task
 

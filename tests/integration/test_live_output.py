@@ -22,8 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.live import LiveStore
 from taskservice.db.sql import Database
-from taskservice.models import Delta
-from taskservice.states import TaskState
+from taskservice.domain.models import Delta
+from taskservice.domain.states import TaskState
 from taskservice.worker.live_output import LiveWriter
 from tests.conftest import LiveFactory, wait_for
 from tests.fakes.openai_server import FakeOpenAI, Reply

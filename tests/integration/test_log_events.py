@@ -18,8 +18,8 @@ from taskservice.db.leases import LeaseStore
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tables import tasks
 from taskservice.db.tasks import TaskStore
+from taskservice.domain.states import TaskState
 from taskservice.settings import Settings
-from taskservice.states import TaskState
 from taskservice.worker.reaper import Reaper
 from tests.conftest import ClientFactory, LiveFactory
 from tests.integration.helpers import (

@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice.db.leases import LeaseStore
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
+from taskservice.domain.states import TaskState
 from taskservice.settings import Settings
-from taskservice.states import TaskState
 from taskservice.worker.reaper import Reaper
 from tests.conftest import ClientFactory
 from tests.integration.helpers import event_types, force_state, new_task

@@ -18,12 +18,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from taskservice.common.rate_limits import RateLimit, parse_rate_limits
 from taskservice.db.budgets import BudgetStore
 from taskservice.db.leases import LeaseStore
 from taskservice.db.schedules import ScheduleStore
 from taskservice.db.tables import tasks
 from taskservice.db.tasks import TaskStore
-from taskservice.rate_limits import RateLimit, parse_rate_limits
 from tests.conftest import ClientFactory, wait_for
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.helpers import event_types, log_lines, until_state

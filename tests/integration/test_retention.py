@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.retention import Policy, RetentionStore, prune
 from taskservice.db.tasks import TaskStore
-from taskservice.states import TaskState
+from taskservice.domain.states import TaskState
 from tests.conftest import ClientFactory, LiveFactory, wait_for
 from tests.integration.helpers import force_state, new_task
 from tests.sse import read_events

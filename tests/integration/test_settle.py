@@ -14,8 +14,8 @@ import pytest
 from taskservice.db.eventlog import EventLog
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
-from taskservice.models import Lease
-from taskservice.states import TaskState
+from taskservice.domain.models import Lease
+from taskservice.domain.states import TaskState
 from tests.conftest import ClientFactory, wait_for
 
 A2A_1_0 = {"A2A-Version": "1.0"}

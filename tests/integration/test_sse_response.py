@@ -15,7 +15,7 @@ import pytest
 from sse_starlette import sse as upstream
 
 from taskservice.api.sse import StreamGate
-from taskservice.events import TaskWatchers
+from taskservice.following.hub import TaskWatchers
 from tests.conftest import LiveFactory, wait_for
 
 STREAM = {"Accept": "text/event-stream"}

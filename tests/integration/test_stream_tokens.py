@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.keys import ApiKeyStore
-from taskservice.errors import Unauthorized
-from taskservice.tokens import StreamTokens
+from taskservice.domain.errors import Unauthorized
+from taskservice.usecases.tokens import StreamTokens
 from tests.conftest import LiveFactory
 from tests.sse import read_events
 

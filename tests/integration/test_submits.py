@@ -13,8 +13,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.tasks import TaskStore
-from taskservice.models import NewTask, Task
-from taskservice.states import TaskState
+from taskservice.domain.models import NewTask, Task
+from taskservice.domain.states import TaskState
 from tests.integration.helpers import SPEC
 
 SUBMITS = 60

@@ -10,17 +10,17 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.agents import AgentCatalog
+from taskservice.agents.catalog import AgentCatalog
 from taskservice.db.eventlog import EventLog
 from taskservice.db.leases import LeaseStore
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tables import task_events, tasks
 from taskservice.db.tasks import TaskStore
-from taskservice.errors import Conflict
-from taskservice.models import Lease
-from taskservice.service import TaskService
+from taskservice.domain.errors import Conflict
+from taskservice.domain.models import Lease
+from taskservice.domain.states import TERMINAL, IllegalTransition, TaskState, can_transition
 from taskservice.settings import Settings
-from taskservice.states import TERMINAL, IllegalTransition, TaskState, can_transition
+from taskservice.usecases.tasks import TaskService
 from tests.integration.helpers import event_types, force_state, new_task
 
 PAIRS = list(itertools.product(TaskState, TaskState))

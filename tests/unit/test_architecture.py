@@ -36,9 +36,9 @@ def test_imports_point_one_way() -> None:
 @pytest.mark.parametrize(
     ("module", "arrow"),
     [
-        ("webhooks/dispatcher.py", "from taskservice.api import schemas"),  # runner → transport
-        ("db/outage.py", "import taskservice.service"),  # storage → use case
-        ("worker/pool.py", "import taskservice.webhooks.dispatcher"),  # runner → runner
+        ("worker/webhook_dispatcher.py", "from taskservice.api import schemas"),  # runner → transport
+        ("db/outage.py", "import taskservice.usecases.tasks"),  # storage → use case
+        ("worker/pool.py", "import taskservice.worker.webhook_dispatcher"),  # runner → runner
     ],
 )
 def test_an_arrow_against_the_direction_breaks_the_contract(

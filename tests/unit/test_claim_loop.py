@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from taskservice import claims
-from taskservice.claims import ClaimLoop
-from taskservice.errors import DatabaseUnavailable
+from taskservice.domain.errors import DatabaseUnavailable
+from taskservice.worker import claims
+from taskservice.worker.claims import ClaimLoop
 
 
 def backlog_loop(
@@ -124,7 +124,7 @@ async def test_a_database_failure_is_retried_and_an_unexpected_error_is_logged(
         start=started.append,
         poll_interval=60,
     )
-    with caplog.at_level(logging.ERROR, logger="taskservice.claims"):
+    with caplog.at_level(logging.ERROR, logger="taskservice.worker.claims"):
         loop.start()
         await asyncio.sleep(0.2)
         assert started == ["after the outage"]

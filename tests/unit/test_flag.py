@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from taskservice.events import EventHub, Flag, TaskWatchers
+from taskservice.following.hub import EventHub, Flag, TaskWatchers
 
 
 async def test_a_set_flag_does_not_wait_until_cleared() -> None:

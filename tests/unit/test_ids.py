@@ -3,7 +3,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from taskservice.ids import parse_uuid, uuid7, uuid7_floor
+from taskservice.domain.ids import parse_uuid, uuid7, uuid7_floor
 
 
 def test_uuid7_has_version_7_and_rfc_variant() -> None:

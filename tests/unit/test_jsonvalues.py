@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from taskservice import jsonvalues
-from taskservice.jsonvalues import CLIPPED, JsonRefused, NotJson, check_body, decode, encode
+from taskservice.domain import jsonvalues
+from taskservice.domain.jsonvalues import CLIPPED, JsonRefused, NotJson, check_body, decode, encode
 
 
 def deep(levels: int) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 
 from taskservice.db.live import notices, parse
-from taskservice.events import Flag
-from taskservice.live import LiveView
-from taskservice.models import Delta
+from taskservice.domain.models import Delta
+from taskservice.following.deltas import LiveView
+from taskservice.following.hub import Flag
 
 TASK = uuid.uuid4()
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from taskservice.agents import AgentProfile
-from taskservice.errors import InvalidRequest
+from taskservice.agents.catalog import AgentProfile
+from taskservice.domain.errors import InvalidRequest
 from taskservice.mcp.handler import PAGE_SIZE, MCPHandler
 
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from taskservice.rate_limits import RateLimit, budget_keys, estimate_tokens, parse_rate_limits
+from taskservice.common.rate_limits import (
+    RateLimit,
+    budget_keys,
+    estimate_tokens,
+    parse_rate_limits,
+)
 from taskservice.settings import Settings
 
 

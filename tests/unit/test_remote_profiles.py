@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from taskservice.agents import ProfileError, load_profiles
+from taskservice.agents.catalog import ProfileError, load_profiles
+from taskservice.agents.tools import BUILTIN_TOOLS
 from taskservice.settings import Settings
-from taskservice.tools import BUILTIN_TOOLS
 
 
 def profiles(tmp_path: Path, body: str) -> dict[str, object]:

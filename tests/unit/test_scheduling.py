@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from taskservice.errors import InvalidRequest
-from taskservice.scheduling import MAX_CATCH_UP, Cron, check_priority, check_run_at, plan
+from taskservice.domain.errors import InvalidRequest
+from taskservice.domain.schedules import MAX_CATCH_UP, Cron, check_priority, check_run_at, plan
 
 RIGA = "Europe/Riga"  # DST: 2026-03-29 03:00 → 04:00, 2026-10-25 04:00 → 03:00
 

@@ -4,8 +4,8 @@ import uuid
 
 import pytest
 
-from taskservice.errors import InvalidRequest
-from taskservice.ids import decode_cursor, encode_cursor
+from taskservice.domain.errors import InvalidRequest
+from taskservice.domain.ids import decode_cursor, encode_cursor
 from taskservice.settings import Settings, is_loopback_host
 
 
@@ -58,7 +58,7 @@ def test_foreign_cursors_are_rejected(cursor: str) -> None:
     ],
 )
 def test_nul_characters_are_found_anywhere_in_json(value: object, rejected: bool) -> None:
-    from taskservice.jsonvalues import encode
+    from taskservice.domain.jsonvalues import encode
 
     if rejected:
         with pytest.raises(InvalidRequest, match="NUL"):

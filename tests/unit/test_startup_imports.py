@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from taskservice.agents import AgentCatalog
+from taskservice.agents.catalog import AgentCatalog
 from taskservice.runtime import _delegator
 from taskservice.settings import Settings
 

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from taskservice.states import (
+from taskservice.domain.states import (
     CANCELLABLE,
     TERMINAL,
     IllegalTransition,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from taskservice.settings import Settings
-from taskservice.webhooks.dispatcher import Dispatcher
 from taskservice.webhooks.http import parse_retry_after
+from taskservice.worker.webhook_dispatcher import Dispatcher
 
 
 def test_retry_after_is_read_as_seconds_or_as_an_http_date() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from taskservice.agents import AgentProfile
+from taskservice.agents.catalog import AgentProfile
 
 JSONRPC, HTTP_JSON = "JSONRPC", "HTTP+JSON"
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from taskservice.a2a.errors import A2AError, Kind
-from taskservice.content import as_text, canonical
-from taskservice.models import Followup, Task
-from taskservice.tools import ASK_USER
+from taskservice.agents.tools import ASK_USER
+from taskservice.domain.content import as_text, canonical
+from taskservice.domain.models import Followup, Task
 
 Role = Literal["user", "agent"]
 # A message's key (a task's idempotency key, a follow-up's key) starts so.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from taskservice.errors import DatabaseUnavailable, NotFound, ServiceError
+from taskservice.domain.errors import DatabaseUnavailable, NotFound, ServiceError
 
 DOMAIN = "a2a-protocol.org"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"

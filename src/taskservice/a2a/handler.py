@@ -29,15 +29,15 @@ from taskservice.a2a.conversation import (
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.push import PushConfigs, webhook_request
 from taskservice.a2a.shapes import ArtifactChunk, TaskUpdate, Update, View
-from taskservice.agent_options import METADATA_KEYS
-from taskservice.errors import Conflict
-from taskservice.follow import moved_to
-from taskservice.ids import encode_status_cursor
-from taskservice.metrics import EVENT_STREAMS
-from taskservice.models import Delta, StatusQuery, Task, TaskEvent
-from taskservice.scheduling import check_priority, check_run_at
-from taskservice.service import TaskService
-from taskservice.states import TaskState
+from taskservice.common.metrics import EVENT_STREAMS
+from taskservice.domain.agent_options import METADATA_KEYS
+from taskservice.domain.errors import Conflict
+from taskservice.domain.ids import encode_status_cursor
+from taskservice.domain.models import Delta, StatusQuery, Task, TaskEvent
+from taskservice.domain.schedules import check_priority, check_run_at
+from taskservice.domain.states import TaskState
+from taskservice.following.follower import moved_to
+from taskservice.usecases.tasks import TaskService
 
 _CONTEXTS = uuid.UUID("5b0c2f0e-8d55-4b8a-9a57-3f6d2f1a2a00")  # names made-up contexts
 

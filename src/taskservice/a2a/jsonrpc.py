@@ -29,7 +29,7 @@ from taskservice.a2a.methods import (
     open_stream,
     requested_version,
 )
-from taskservice.errors import ServiceError
+from taskservice.domain.errors import ServiceError
 
 Response = dict[str, Any]
 

@@ -27,9 +27,9 @@ from taskservice.a2a.errors import A2AError, Kind, from_service
 from taskservice.a2a.handler import A2AHandler
 from taskservice.a2a.push import PushConfigs
 from taskservice.a2a.shapes import TaskId, TaskQuery, TaskUpdate, Update, ends_stream, params
-from taskservice.errors import ServiceError
-from taskservice.ids import decode_status_cursor
-from taskservice.models import StatusQuery
+from taskservice.domain.errors import ServiceError
+from taskservice.domain.ids import decode_status_cursor
+from taskservice.domain.models import StatusQuery
 
 VERSIONS = (v10.VERSION, v03.VERSION)  # the versions spoken, preferred first
 LIST_PAGE_SIZE = 50  # ListTasks without pageSize (at most 100)

@@ -26,11 +26,11 @@ from taskservice.a2a.conversation import PushConfig
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.shapes import View
 from taskservice.db.webhook_subscriptions import Subscription
-from taskservice.errors import NotFound
-from taskservice.models import Task
-from taskservice.service import TaskService
-from taskservice.states import TaskState
-from taskservice.webhooks.subscriptions import WebhookRequest, WebhookService
+from taskservice.domain.errors import NotFound
+from taskservice.domain.models import Task
+from taskservice.domain.states import TaskState
+from taskservice.usecases.subscriptions import WebhookRequest, WebhookService
+from taskservice.usecases.tasks import TaskService
 
 
 def _payload_10(task: Task) -> str:

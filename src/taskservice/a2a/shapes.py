@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskservice.a2a.conversation import Message, Part, context, parts_of
 from taskservice.a2a.errors import A2AError, Kind
-from taskservice.models import Task
-from taskservice.states import TaskState
+from taskservice.domain.models import Task
+from taskservice.domain.states import TaskState
 
 # historyLength: absent = all the history, 0 = none, N = the last N messages.
 HistoryLength = Annotated[int | None, Field(ge=0, le=2**31 - 1)]

@@ -24,8 +24,8 @@ from taskservice.a2a.shapes import (
     params,
     result_parts,
 )
-from taskservice.models import Task
-from taskservice.states import TaskState
+from taskservice.domain.models import Task
+from taskservice.domain.states import TaskState
 
 VERSION = "1.0"
 STATES = {

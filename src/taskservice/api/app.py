@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from taskservice import __version__
 from taskservice.a2a import push
+from taskservice.agents.tools import ToolFunction
 from taskservice.api import errors
 from taskservice.api.deps import declare_bearer_auth
 from taskservice.api.limits import RequestGuard
@@ -35,11 +36,10 @@ from taskservice.api.routes import (
 )
 from taskservice.api.sse import StreamGate, run_streams_after_routing
 from taskservice.api.streams import DeltaOut
+from taskservice.common.metrics import http_metrics
 from taskservice.mcp import server as mcp_server
-from taskservice.metrics import http_metrics
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings, get_settings
-from taskservice.tools import ToolFunction
 
 DESCRIPTION = """\
 Run LLM sub-agents as durable tasks. Submit a task, then poll it, read its event log,

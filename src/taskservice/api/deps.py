@@ -16,17 +16,17 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 
-from taskservice import logs
-from taskservice.errors import NotFound, Unauthorized
-from taskservice.events import Watermark
-from taskservice.ids import parse_uuid
-from taskservice.message_router import MessageRouter
+from taskservice.common import logs
+from taskservice.domain.errors import NotFound, Unauthorized
+from taskservice.domain.ids import parse_uuid
+from taskservice.following.hub import Watermark
 from taskservice.runtime import Runtime
-from taskservice.schedules import ScheduleService
-from taskservice.service import TaskService
 from taskservice.settings import Settings
-from taskservice.tokens import StreamTokens
-from taskservice.webhooks.subscriptions import WebhookService
+from taskservice.usecases.routing import MessageRouter
+from taskservice.usecases.schedules import ScheduleService
+from taskservice.usecases.subscriptions import WebhookService
+from taskservice.usecases.tasks import TaskService
+from taskservice.usecases.tokens import StreamTokens
 
 BEARER_SCHEME = {
     "HTTPBearer": {

@@ -28,7 +28,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from taskservice.db import is_unavailable
 from taskservice.db.outage import OUTAGE
-from taskservice.errors import DatabaseUnavailable, ServiceError
+from taskservice.domain.errors import DatabaseUnavailable, ServiceError
 
 log = logging.getLogger(__name__)
 

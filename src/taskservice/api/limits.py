@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.rest import media_type as a2a_media_type
 from taskservice.api.errors import PROBLEM_JSON
-from taskservice.jsonvalues import JsonRefused, NotJson, check_body
+from taskservice.domain.jsonvalues import JsonRefused, NotJson, check_body
 
 # An oversized body is read and dropped up to this much, so that a client that
 # writes its whole body before reading the answer (urllib, most HTTP/1.1 clients)

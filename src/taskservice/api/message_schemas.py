@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, Field
 
 from taskservice.api.schemas import NonEmptyText, Request
-from taskservice.models import Followup
-from taskservice.views import TaskOut
+from taskservice.domain.models import Followup
+from taskservice.domain.views import TaskOut
 
 
 class InputGiven(Request):

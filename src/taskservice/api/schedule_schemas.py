@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from taskservice.api.schemas import Request, TaskTemplate
 from taskservice.db.schedules import Schedule
-from taskservice.scheduling import Cron, MissedPolicy
+from taskservice.domain.schedules import Cron, MissedPolicy
 
 _CRON = (
     "Five fields (minute hour day-of-month month day-of-week), or six with seconds "

@@ -23,16 +23,16 @@ from contextlib import aclosing
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from taskservice.aio import wait_until
 from taskservice.api.deps import CallerContext
 from taskservice.api.schemas import EventOut
 from taskservice.api.sse import LeanEventSourceResponse, keep_alive
-from taskservice.events import Watermark
-from taskservice.metrics import EVENT_STREAMS
-from taskservice.models import Delta, DeltaKind, EventFilter, Task
-from taskservice.service import TaskService
+from taskservice.common.aio import wait_until
+from taskservice.common.metrics import EVENT_STREAMS
+from taskservice.domain.models import Delta, DeltaKind, EventFilter, Task
+from taskservice.domain.views import TaskOut
+from taskservice.following.hub import Watermark
 from taskservice.settings import Settings
-from taskservice.views import TaskOut
+from taskservice.usecases.tasks import TaskService
 
 
 def event_stream(

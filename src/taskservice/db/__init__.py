@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlch
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from taskservice.db.outage import OUTAGE, REFUSED, refused
-from taskservice.errors import DatabaseUnavailable
+from taskservice.domain.errors import DatabaseUnavailable
 
 # What a background loop may treat as "retry later" (it logs and carries on).
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (

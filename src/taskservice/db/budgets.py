@@ -25,8 +25,8 @@ from datetime import datetime
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.types import Float, Text
 
+from taskservice.common.rate_limits import RateLimit
 from taskservice.db.sql import Database, text_statement
-from taskservice.rate_limits import RateLimit
 
 _KEYS = ARRAY(Text)
 

@@ -17,7 +17,7 @@ import asyncpg
 from sqlalchemy.types import TypeEngine
 
 from taskservice.db.sql import Database, Statement, text_statement
-from taskservice.models import CountMode, Total
+from taskservice.domain.models import CountMode, Total
 
 Binds = tuple[tuple[str, TypeEngine[Any]], ...]
 

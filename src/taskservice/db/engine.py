@@ -11,8 +11,8 @@ from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from taskservice import jsonvalues
-from taskservice.errors import DatabaseUnavailable
+from taskservice.domain import jsonvalues
+from taskservice.domain.errors import DatabaseUnavailable
 
 
 def async_url(url: str) -> str:

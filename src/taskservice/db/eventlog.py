@@ -22,7 +22,7 @@ from sqlalchemy.dialects.postgresql import UUID
 
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import task_events
-from taskservice.models import EventFilter, TaskEvent
+from taskservice.domain.models import EventFilter, TaskEvent
 
 STATE_CHANGE = "state_change"
 LOG = "log"

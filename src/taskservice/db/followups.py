@@ -19,7 +19,7 @@ from sqlalchemy.types import Integer, Text
 from taskservice.db.eventlog import NEXT_SEQ, append_events
 from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Row, text_statement
-from taskservice.models import Followup, Task
+from taskservice.domain.models import Followup, Task
 
 # A task takes follow-ups while it is pending or running, or parked on its subtasks
 # (its run reads them when it resumes).

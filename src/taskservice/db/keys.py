@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.notify import KEYS_CHANNEL
 from taskservice.db.tables import api_keys, service_secrets
-from taskservice.ids import uuid7
-from taskservice.models import ApiKey
+from taskservice.domain.ids import uuid7
+from taskservice.domain.models import ApiKey
 
 KEY_PREFIX = "tsk_"
 

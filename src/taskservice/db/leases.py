@@ -22,7 +22,7 @@ from sqlalchemy.types import DateTime, Float, Integer, Interval, Text
 from taskservice.db.eventlog import LINE_NO, LINE_SEQ, NEXT_SEQ, append_events, append_with_line
 from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Row, Statement
-from taskservice.models import Lease, Task
+from taskservice.domain.models import Lease, Task
 
 # The task `:p_id` while this lease still holds it: every write of a run is fenced so.
 # The row is found by its key. `state` is compared as an expression (`state || ''`):

@@ -33,7 +33,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.types import Text
 
 from taskservice.db.sql import Database, text_statement
-from taskservice.models import Delta
+from taskservice.domain.models import Delta
 
 DELTAS_CHANNEL = "taskservice_deltas"
 ASKED_CHANNEL = "taskservice_live_asked"  # payload: the task's id

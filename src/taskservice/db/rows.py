@@ -4,8 +4,8 @@ or made from a submit and the columns the database generated."""
 from __future__ import annotations
 
 from taskservice.db.sql import Row
-from taskservice.models import AgentSpec, NewTask, Task
-from taskservice.states import TaskState
+from taskservice.domain.models import AgentSpec, NewTask, Task
+from taskservice.domain.states import TaskState
 
 
 def task_from_row(row: Row) -> Task:

@@ -29,7 +29,7 @@ from sqlalchemy.types import Boolean, DateTime, Integer, Text
 from taskservice.db.engine import dumps_json
 from taskservice.db.sql import Database, Row, Statement, text_statement
 from taskservice.db.submits import create_many
-from taskservice.scheduling import MissedPolicy
+from taskservice.domain.schedules import MissedPolicy
 
 _UUID = UUID(as_uuid=True)
 _TZ = DateTime(timezone=True)

@@ -21,11 +21,11 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from taskservice import jsonvalues
 from taskservice.db import CLAIM_POOL_SIZE  # such statements are few and short: claims
 from taskservice.db.engine import asyncpg_dsn, dumps_json, stale
 from taskservice.db.outage import REFUSED
-from taskservice.errors import DatabaseUnavailable
+from taskservice.domain import jsonvalues
+from taskservice.domain.errors import DatabaseUnavailable
 
 _DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]
 _DISCONNECTS = (

@@ -30,8 +30,8 @@ from taskservice.db.leases import HELD
 from taskservice.db.parents import CHILDREN, RESUME_PARENTS
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.tables import tasks
-from taskservice.models import CountMode, Lease, Total
-from taskservice.states import TaskState, check_transition
+from taskservice.domain.models import CountMode, Lease, Total
+from taskservice.domain.states import TaskState, check_transition
 
 _FENCED_TASK = event_batch(where=HELD, changes="usage = coalesce(:p_usage, tasks.usage),")
 

@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 
-from taskservice.states import TaskState
+from taskservice.domain.states import TaskState
 
 metadata = MetaData(
     naming_convention={

@@ -19,9 +19,9 @@ from sqlalchemy import Integer, Text
 from sqlalchemy.dialects.postgresql import TIMESTAMP, UUID
 
 from taskservice.db.sql import Statement, text_statement
-from taskservice.ids import uuid7_floor
-from taskservice.models import TaskFilter
-from taskservice.states import TaskState
+from taskservice.domain.ids import uuid7_floor
+from taskservice.domain.models import TaskFilter
+from taskservice.domain.states import TaskState
 
 _UUID = UUID(as_uuid=True)
 _FILTER_BINDS: dict[str, Any] = {

@@ -36,8 +36,8 @@ from taskservice.db.task_pages import (
     status_count_query,
     status_list_statement,
 )
-from taskservice.ids import uuid7
-from taskservice.models import (
+from taskservice.domain.ids import uuid7
+from taskservice.domain.models import (
     CountMode,
     Lease,
     NewTask,
@@ -46,7 +46,7 @@ from taskservice.models import (
     TaskFilter,
     Total,
 )
-from taskservice.states import TaskState, check_transition
+from taskservice.domain.states import TaskState, check_transition
 
 # Writes more rows for a task being created: (connection, task id), in its transaction.
 AlsoWrite = Callable[[Any, uuid.UUID], Awaitable[None]]

@@ -27,7 +27,7 @@ from taskservice.db.eventlog import NEXT_SEQ, append_events
 from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Row
 from taskservice.db.sql import text_statement as _stmt
-from taskservice.models import Task
+from taskservice.domain.models import Task
 
 _UUID = UUID(as_uuid=True)
 

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from taskservice.errors import Conflict, InvalidRequest, NotFound
+from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
+from taskservice.domain.models import EventType, Task, TaskEvent, TaskFilter
+from taskservice.mcp import profile_tools as tools
 from taskservice.mcp import tasks as mcp_tasks
-from taskservice.mcp import tools
-from taskservice.models import EventType, Task, TaskEvent, TaskFilter
-from taskservice.service import TaskService
+from taskservice.usecases.tasks import TaskService
 
 Progress = Callable[[float, str | None], Awaitable[None]]  # percent of 100, a note
 PAGE_SIZE = 100  # tools per tools/list page

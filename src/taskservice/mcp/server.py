@@ -28,8 +28,8 @@ from pydantic import ConfigDict, ValidationError
 
 from taskservice import __version__
 from taskservice.mcp.handler import MCPHandler
+from taskservice.mcp.profile_tools import INPUT_SCHEMA
 from taskservice.mcp.task_methods import HandlerFor, Tasks, Tasks2025, handler_of, refusals
-from taskservice.mcp.tools import INPUT_SCHEMA
 from taskservice.settings import Settings
 
 INSTRUCTIONS = (

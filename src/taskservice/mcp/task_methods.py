@@ -16,7 +16,7 @@ from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILIT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
-from taskservice.errors import DatabaseUnavailable, ServiceError
+from taskservice.domain.errors import DatabaseUnavailable, ServiceError
 from taskservice.mcp import tasks as mcp_tasks
 from taskservice.mcp.handler import MCPHandler, requested_ttl
 from taskservice.mcp.tasks import EXTENSION

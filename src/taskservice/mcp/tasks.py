@@ -8,9 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from taskservice.mcp.tools import call_result
-from taskservice.models import Task
-from taskservice.states import TaskState
+from taskservice.domain.models import Task
+from taskservice.domain.states import TaskState
+from taskservice.mcp.profile_tools import call_result
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 POLL_MS = 500  # how often a client is asked to poll

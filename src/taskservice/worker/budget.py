@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from taskservice.common.metrics import MODEL_THROTTLED
+from taskservice.common.rate_limits import INLINE_WAIT, Throttled
 from taskservice.db.budgets import BudgetStore
-from taskservice.metrics import MODEL_THROTTLED
-from taskservice.rate_limits import INLINE_WAIT, Throttled
 
 DEFAULT_RETRY_AFTER = 1.0  # seconds, when a 429 says nothing
 MAX_RETRY_AFTER = 600.0  # a longer Retry-After is taken as this

@@ -92,9 +92,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RunUsage
 
-from taskservice.content import as_text
-from taskservice.models import Task
-from taskservice.remote_agents import RemoteAgent
+from taskservice.agents.remote import RemoteAgent
+from taskservice.domain.content import as_text
+from taskservice.domain.models import Task
 from taskservice.settings import Settings
 from taskservice.webhooks.http import CheckedTransport
 from taskservice.webhooks.targets import AllowList, UnsafeTarget

@@ -27,13 +27,13 @@ from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
 
-from taskservice.agent_mcp import McpServerError
-from taskservice.agents import AgentCatalog, streams
-from taskservice.content import as_text
+from taskservice.agents.catalog import AgentCatalog, streams
+from taskservice.agents.mcp_servers import McpServerError
+from taskservice.agents.tools import ASK_USER, WAITS_FOR_SUBTASKS, current_run
+from taskservice.common.rate_limits import Throttled, gated
 from taskservice.db.budgets import BudgetStore
-from taskservice.models import Task
-from taskservice.rate_limits import Throttled, gated
-from taskservice.tools import ASK_USER, WAITS_FOR_SUBTASKS, current_run
+from taskservice.domain.content import as_text
+from taskservice.domain.models import Task
 from taskservice.worker.budget import RunGate
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput, LiveWriter

@@ -31,14 +31,14 @@ from pydantic_ai.messages import (
 from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolResults
 
+from taskservice.agents.tools import ASK_AGENT, ASK_USER, LogLevel, RunHooks, asked_outcome
+from taskservice.common.metrics import MODEL_REQUESTS, MODEL_TOKENS
 from taskservice.db import retried, unsent
 from taskservice.db.sql import Row
 from taskservice.db.steps import Finished, LedgerStore
-from taskservice.metrics import MODEL_REQUESTS, MODEL_TOKENS
-from taskservice.models import Lease, Task
-from taskservice.service import TaskService
-from taskservice.states import TaskState
-from taskservice.tools import ASK_AGENT, ASK_USER, LogLevel, RunHooks, asked_outcome
+from taskservice.domain.models import Lease, Task
+from taskservice.domain.states import TaskState
+from taskservice.usecases.tasks import TaskService
 from taskservice.worker.turns import (
     complete_turns,
     followup_request,

@@ -53,11 +53,11 @@ from pydantic_ai.messages import (
     ToolCallPartDelta,
 )
 
-from taskservice.aio import wait_until
+from taskservice.common.aio import wait_until
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.live import LiveStore
 from taskservice.db.outage import DRIVER_ERRORS
-from taskservice.models import Delta, DeltaKind
+from taskservice.domain.models import Delta, DeltaKind
 
 log = logging.getLogger(__name__)
 _FLUSH_ERRORS: tuple[type[BaseException], ...] = (*TRANSIENT_ERRORS, *DRIVER_ERRORS, ValueError)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from taskservice.rate_limits import Throttled
+from taskservice.common.rate_limits import Throttled
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,21 +32,21 @@ from typing import Any
 
 from opentelemetry.trace import SpanKind
 
-from taskservice import logs
-from taskservice.claims import ClaimLoop
+from taskservice.common import logs
+from taskservice.common.metrics import CLAIM_LATENCY, INTERRUPTIONS, RUN_DURATION
+from taskservice.common.tracing import Tracing, failed
 from taskservice.db import TRANSIENT_ERRORS, retried
 from taskservice.db.leases import LeaseStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import Finished, LedgerStore
-from taskservice.events import EventHub, EventNotice
-from taskservice.ids import new_worker_id
-from taskservice.metrics import CLAIM_LATENCY, INTERRUPTIONS, RUN_DURATION
-from taskservice.models import Lease, Task
-from taskservice.service import TaskService
+from taskservice.domain.ids import new_worker_id
+from taskservice.domain.models import Lease, Task
+from taskservice.domain.states import TaskState
+from taskservice.following.hub import EventHub, EventNotice
 from taskservice.settings import Settings
-from taskservice.states import TaskState
-from taskservice.tracing import Tracing, failed
+from taskservice.usecases.tasks import TaskService
 from taskservice.worker.budget import paid_slot
+from taskservice.worker.claims import ClaimLoop
 from taskservice.worker.executor import Executor
 from taskservice.worker.heartbeat import Heartbeat
 from taskservice.worker.ledger import LeaseLost, RunLedger

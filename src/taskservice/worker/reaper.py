@@ -24,15 +24,15 @@ import asyncio
 import logging
 import random
 
+from taskservice.common.metrics import INTERRUPTIONS
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.leases import LeaseStore
 from taskservice.db.live import LiveStore
 from taskservice.db.outage import OUTAGE
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
-from taskservice.metrics import INTERRUPTIONS
+from taskservice.domain.states import TaskState
 from taskservice.settings import Settings
-from taskservice.states import TaskState
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from taskservice.content import as_text
-from taskservice.models import Followup
+from taskservice.domain.content import as_text
+from taskservice.domain.models import Followup
 
 _PREVIEW_CHARS = 500
 

@@ -27,7 +27,7 @@ from taskservice.api.deps import get_caller
 from taskservice.api.routes.a2a import VERSION_HEADER, extended_card_for
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.api.streams import event_stream
-from taskservice.errors import ServiceError
+from taskservice.domain.errors import ServiceError
 
 router = APIRouter(tags=["a2a"])
 BASE = "/a2a/rest"

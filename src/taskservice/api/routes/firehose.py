@@ -13,8 +13,8 @@ from taskservice.api.deps import Reader
 from taskservice.api.errors import problem_responses
 from taskservice.api.params import INT64_MAX
 from taskservice.api.sse import SSE_CONTENT
-from taskservice.models import EventFilter, EventType
-from taskservice.states import TaskState
+from taskservice.domain.models import EventFilter, EventType
+from taskservice.domain.states import TaskState
 
 router = APIRouter(prefix="/v1/events", tags=["streams"])
 

@@ -18,7 +18,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from taskservice.api.deps import get_caller
 from taskservice.api.errors import problem, service_problem
-from taskservice.errors import ServiceError
+from taskservice.domain.errors import ServiceError
 from taskservice.mcp.handler import MCPHandler
 
 PATH = "/mcp"

@@ -8,7 +8,7 @@ from fastapi import APIRouter, status
 from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.message_schemas import MessageIn, MessageSent, RoutedOut
-from taskservice.views import TaskOut
+from taskservice.domain.views import TaskOut
 
 router = APIRouter(prefix="/v1/messages", tags=["messages"])
 

@@ -1,4 +1,4 @@
-"""`GET /metrics`: Prometheus metrics (`taskservice.metrics`), protected like the API
+"""`GET /metrics`: Prometheus metrics (`taskservice.common.metrics`), protected like the API
 (open only in open development mode); `TASKSERVICE_METRICS_PORT` serves them on a
 port of their own instead."""
 
@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Response
 
 from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
-from taskservice.metrics import QUEUE, exposition
+from taskservice.common.metrics import QUEUE, exposition
 
 router = APIRouter(tags=["operations"])
 

@@ -15,7 +15,7 @@ from taskservice.api.schedule_schemas import (
     ScheduleUpdate,
 )
 from taskservice.db.schedules import Schedule
-from taskservice.ids import decode_cursor, encode_cursor
+from taskservice.domain.ids import decode_cursor, encode_cursor
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 

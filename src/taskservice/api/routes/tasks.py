@@ -30,11 +30,11 @@ from taskservice.api.schemas import (
     WebhookWithSecret,
 )
 from taskservice.api.sse import SSE_CONTENT
-from taskservice.content import IDEMPOTENCY_KEY_MAX_LENGTH
-from taskservice.errors import Forbidden
-from taskservice.models import EventType, TaskFilter
-from taskservice.states import TaskState
-from taskservice.views import TaskOut
+from taskservice.domain.content import IDEMPOTENCY_KEY_MAX_LENGTH
+from taskservice.domain.errors import Forbidden
+from taskservice.domain.models import EventType, TaskFilter
+from taskservice.domain.states import TaskState
+from taskservice.domain.views import TaskOut
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 

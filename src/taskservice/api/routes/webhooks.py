@@ -21,7 +21,7 @@ from taskservice.api.schemas import (
     WebhookUpdate,
     WebhookWithSecret,
 )
-from taskservice.ids import decode_cursor, encode_cursor
+from taskservice.domain.ids import decode_cursor, encode_cursor
 
 router = APIRouter(tags=["webhooks"])
 

@@ -11,21 +11,21 @@ import uuid
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
-from taskservice.agent_options import AGENT, MODEL, SYSTEM_PROMPT, AgentOptions, effective
-from taskservice.agents import AgentCatalog
-from taskservice.content import (
+from taskservice.agents.catalog import AgentCatalog
+from taskservice.common.tracing import Tracing
+from taskservice.db.tasks import TaskStore
+from taskservice.domain.agent_options import AGENT, MODEL, SYSTEM_PROMPT, AgentOptions, effective
+from taskservice.domain.content import (
     CONTEXT_ID_MAX_LENGTH,
     IDEMPOTENCY_KEY_MAX_LENGTH,
     canonical,
     check_length,
     check_new_task,
 )
-from taskservice.db.tasks import TaskStore
-from taskservice.errors import InvalidRequest
-from taskservice.models import NewTask
-from taskservice.scheduling import check_priority, check_run_at
+from taskservice.domain.errors import InvalidRequest
+from taskservice.domain.models import NewTask
+from taskservice.domain.schedules import check_priority, check_run_at
 from taskservice.settings import Settings
-from taskservice.tracing import Tracing
 
 
 class Webhook(Protocol):

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from taskservice.aio import wait_until
+from taskservice.common.aio import wait_until
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.outage import OUTAGE
 

@@ -16,8 +16,8 @@ from typing import Any, Literal, Protocol
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import CallDeferred, ModelRetry, ToolFailed
 
-from taskservice.errors import DatabaseUnavailable, ServiceError
-from taskservice.models import Task
+from taskservice.domain.errors import DatabaseUnavailable, ServiceError
+from taskservice.domain.models import Task
 
 ASK_USER = "ask_user"
 WAIT_FOR_SUBTASKS = "wait_for_subtasks"

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from taskservice.errors import InvalidRequest
+from taskservice.domain.errors import InvalidRequest
 
 PRIORITY_MIN, PRIORITY_MAX = -1000, 1000
 

@@ -13,8 +13,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
-from taskservice.models import Task
-from taskservice.states import TaskState
+from taskservice.domain.models import Task
+from taskservice.domain.states import TaskState
 
 
 class AgentOut(BaseModel):

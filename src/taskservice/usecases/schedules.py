@@ -20,11 +20,11 @@ from typing import Any
 
 from taskservice.db.schedules import NameTaken, Schedule, ScheduleStore
 from taskservice.db.tasks import task_params
-from taskservice.errors import Conflict, InvalidRequest, NotFound, ServiceError
-from taskservice.ids import parse_uuid, uuid7
-from taskservice.models import NewTask
-from taskservice.scheduling import Cron, MissedPolicy, plan
-from taskservice.submission import NewTasks
+from taskservice.domain.errors import Conflict, InvalidRequest, NotFound, ServiceError
+from taskservice.domain.ids import parse_uuid, uuid7
+from taskservice.domain.models import NewTask
+from taskservice.domain.schedules import Cron, MissedPolicy, plan
+from taskservice.usecases.submission import NewTasks
 
 log = logging.getLogger(__name__)
 

@@ -34,12 +34,12 @@ from typing import TypeVar
 
 from taskservice.db.eventlog import STATE_CHANGE, EventLog
 from taskservice.db.tasks import TaskStore
-from taskservice.errors import NotFound
-from taskservice.events import Flag, TaskWatchers
-from taskservice.live import LiveFeed, LiveView
-from taskservice.models import Delta, EventType, Task, TaskEvent
+from taskservice.domain.errors import NotFound
+from taskservice.domain.models import Delta, EventType, Task, TaskEvent
+from taskservice.domain.states import TaskState
+from taskservice.following.deltas import LiveFeed, LiveView
+from taskservice.following.hub import Flag, TaskWatchers
 from taskservice.settings import Settings
-from taskservice.states import TaskState
 
 # What a follower yields: the snapshot, an event, a delta of live output, or None
 # when it was idle.

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
-from taskservice.agents import AgentCatalog
-from taskservice.content import check_new_task, field_json
+from taskservice.agents.catalog import AgentCatalog
+from taskservice.common.tracing import Tracing
 from taskservice.db.eventlog import EventLog
 from taskservice.db.followups import FollowupStore
 from taskservice.db.overview import OverviewStore
@@ -24,13 +24,10 @@ from taskservice.db.retention import RetentionStore
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
-from taskservice.errors import Conflict, InvalidRequest, NotFound
-from taskservice.events import TaskWatchers
-from taskservice.follow import TaskFollower, moved_to
-from taskservice.ids import decode_cursor, encode_cursor, parse_uuid
-from taskservice.inbox import TaskInbox
-from taskservice.live import LiveFeed
-from taskservice.models import (
+from taskservice.domain.content import check_new_task, field_json
+from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
+from taskservice.domain.ids import decode_cursor, encode_cursor, parse_uuid
+from taskservice.domain.models import (
     AgentSpec,
     CountMode,
     EventFilter,
@@ -43,11 +40,14 @@ from taskservice.models import (
     TaskPage,
     Total,
 )
+from taskservice.domain.states import TaskState
+from taskservice.following.deltas import LiveFeed
+from taskservice.following.follower import TaskFollower, moved_to
+from taskservice.following.hub import TaskWatchers
 from taskservice.settings import Settings
-from taskservice.states import TaskState
-from taskservice.submission import NewTasks
-from taskservice.tracing import Tracing
-from taskservice.webhooks.subscriptions import Prepared, WebhookRequest, WebhookService
+from taskservice.usecases.inbox import TaskInbox
+from taskservice.usecases.submission import NewTasks
+from taskservice.usecases.subscriptions import Prepared, WebhookRequest, WebhookService
 
 # A cancel re-reads and retries when the task moved under it; the state machine has
 # few enough states that a handful of rounds always settles.

@@ -30,23 +30,23 @@ from typing import Any
 import httpcore
 from opentelemetry.trace import SpanKind
 
-from taskservice import logs
-from taskservice.claims import ClaimLoop
+from taskservice.common import logs
+from taskservice.common.metrics import WEBHOOK_ATTEMPTS, WEBHOOK_DURATION
+from taskservice.common.tracing import Tracing, failed
 from taskservice.db import TRANSIENT_ERRORS
 from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.outage import OUTAGE
 from taskservice.db.tasks import TaskStore
 from taskservice.db.webhook_outbox import Claimed, OutboxStore, Outcome
-from taskservice.events import EventHub
-from taskservice.ids import new_worker_id
-from taskservice.metrics import WEBHOOK_ATTEMPTS, WEBHOOK_DURATION
-from taskservice.models import Task
+from taskservice.domain.ids import new_worker_id
+from taskservice.domain.models import Task
+from taskservice.domain.views import TaskOut
+from taskservice.following.hub import EventHub
 from taskservice.settings import Settings
-from taskservice.tracing import Tracing, failed
-from taskservice.views import TaskOut
 from taskservice.webhooks import signing
 from taskservice.webhooks.http import Answer, Sender
 from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver
+from taskservice.worker.claims import ClaimLoop
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ So tests that must see a task working (to cancel it, subscribe to it, or send it
 follow-up) find it working. What it cannot do is listed in the README (A2A,
 conformance): file artifacts, a message instead of a task, chunked artifacts.
 
-    TASKSERVICE_PLUGINS=taskservice.conformance TASKSERVICE_DEFAULT_MODEL=conformance \\
+    TASKSERVICE_PLUGINS=taskservice.agents.conformance TASKSERVICE_DEFAULT_MODEL=conformance \\
     TASKSERVICE_DEFAULT_TOOLS=ask_user taskservice serve
 """
 
@@ -43,7 +43,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from taskservice.tools import ASK_USER, CURRENT_RUN
+from taskservice.agents.tools import ASK_USER, CURRENT_RUN
 
 _MOMENT = 0.5  # seconds a streaming scenario works before it completes
 # Texts of the scenarios that complete, by messageId prefix (longest first).

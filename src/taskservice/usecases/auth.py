@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 from taskservice.db.keys import ApiKeyStore, hash_key
-from taskservice.errors import Unauthorized
+from taskservice.domain.errors import Unauthorized
 from taskservice.settings import Settings
 
 OPEN_TENANT = "default"

@@ -9,8 +9,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from taskservice import jsonvalues
-from taskservice.errors import InvalidRequest, PayloadTooLarge
+from taskservice.domain import jsonvalues
+from taskservice.domain.errors import InvalidRequest, PayloadTooLarge
 from taskservice.settings import Settings
 
 _NUL_MESSAGE = "text must not contain NUL (\\u0000) characters"

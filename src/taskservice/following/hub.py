@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from taskservice.aio import registered, wait_until
+from taskservice.common.aio import registered, wait_until
 from taskservice.db import TRANSIENT_ERRORS, notify
 from taskservice.db.outage import DRIVER_ERRORS, OUTAGE
 

@@ -23,13 +23,13 @@ from typing import Any
 
 import asyncpg
 
-from taskservice.content import as_text, check_message, field_json
 from taskservice.db.followups import FollowupStore
 from taskservice.db.tasks import TaskStore
-from taskservice.errors import Conflict, InvalidRequest
-from taskservice.models import Followup, Task
+from taskservice.domain.content import as_text, check_message, field_json
+from taskservice.domain.errors import Conflict, InvalidRequest
+from taskservice.domain.models import Followup, Task
+from taskservice.domain.states import TaskState
 from taskservice.settings import Settings
-from taskservice.states import TaskState
 
 _PREVIEW_CHARS = 500
 # A message re-reads and retries when the task moved under it (it began waiting for

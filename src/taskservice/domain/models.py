@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from taskservice.states import TaskState
+from taskservice.domain.states import TaskState
 
 JSON = Any
 

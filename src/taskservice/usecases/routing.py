@@ -29,11 +29,11 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, User
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from taskservice.errors import InvalidRequest
-from taskservice.ids import parse_uuid
-from taskservice.models import Followup, Task
-from taskservice.service import TaskService
+from taskservice.domain.errors import InvalidRequest
+from taskservice.domain.ids import parse_uuid
+from taskservice.domain.models import Followup, Task
 from taskservice.settings import OFFLINE_MODEL
+from taskservice.usecases.tasks import TaskService
 
 Decision = Literal["explicit", "single", "model", "new"]
 _EXPLICIT = re.compile(r"^@(\S+)\s*(.*)$", re.DOTALL)

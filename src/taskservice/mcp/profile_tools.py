@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from taskservice.agents import AgentProfile
-from taskservice.content import CONTEXT_ID_MAX_LENGTH
-from taskservice.models import Task
-from taskservice.states import TaskState
+from taskservice.agents.catalog import AgentProfile
+from taskservice.domain.content import CONTEXT_ID_MAX_LENGTH
+from taskservice.domain.models import Task
+from taskservice.domain.states import TaskState
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -26,10 +26,10 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 
-from taskservice.aio import registered
+from taskservice.common.aio import registered
 from taskservice.db.live import DELTAS_CHANNEL, LiveStore, parse
-from taskservice.events import EventHub, Flag
-from taskservice.models import Delta
+from taskservice.domain.models import Delta
+from taskservice.following.hub import EventHub, Flag
 
 
 def _merged(last: Delta, delta: Delta) -> Delta | None:

@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from taskservice.errors import Unauthorized
+from taskservice.domain.errors import Unauthorized
 
 PREFIX = "tst_"
 

@@ -27,8 +27,8 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
+from taskservice.agents.tools import RunHooks, recorded
 from taskservice.settings import Settings
-from taskservice.tools import RunHooks, recorded
 from taskservice.webhooks.targets import AllowList, UnsafeTarget, resolve
 
 _KEYS = {"url", "token_env", "tools"}

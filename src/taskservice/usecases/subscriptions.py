@@ -16,10 +16,10 @@ from typing import Any
 
 from taskservice.db.webhook_deliveries import Delivery, DeliveryLog
 from taskservice.db.webhook_subscriptions import Subscription, SubscriptionStore
-from taskservice.errors import Conflict, InvalidRequest, NotFound
-from taskservice.ids import parse_uuid, uuid7
+from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
+from taskservice.domain.ids import parse_uuid, uuid7
+from taskservice.domain.states import TaskState
 from taskservice.settings import Settings
-from taskservice.states import TaskState
 from taskservice.webhooks import signing
 from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver
 

@@ -24,7 +24,7 @@ import math
 import re
 from typing import Any
 
-from taskservice.errors import InvalidRequest
+from taskservice.domain.errors import InvalidRequest
 
 # Nesting that is stored and read back: below the response serializer's own limit
 # (pydantic gives up at 255 levels, and responses wrap a value in a few levels).

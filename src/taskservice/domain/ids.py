@@ -12,7 +12,7 @@ import time
 import uuid
 from datetime import datetime
 
-from taskservice.errors import InvalidRequest
+from taskservice.domain.errors import InvalidRequest
 
 _lock = threading.Lock()
 _last_ms = 0

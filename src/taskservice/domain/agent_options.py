@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from taskservice.errors import InvalidRequest
+from taskservice.domain.errors import InvalidRequest
 
 
 @dataclass(frozen=True, slots=True)

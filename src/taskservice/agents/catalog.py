@@ -38,8 +38,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import RequestUsage
 
-from taskservice.agent_mcp import McpServer, McpServerError, parse_servers, toolset
-from taskservice.demo import (
+from taskservice.agents.demo import (
     DEMO_DESCRIPTION,
     DEMO_MODEL,
     DEMO_PROFILE,
@@ -47,25 +46,16 @@ from taskservice.demo import (
     DEMO_TOOLS,
     demo_model,
 )
-from taskservice.errors import InvalidRequest
-from taskservice.models import AgentSpec
-from taskservice.offline import offline_delay, offline_model
-from taskservice.rate_limits import (
-    CURRENT_GATE,
-    REQUEST_BUDGETED,
-    ModelGate,
-    budget_keys,
-    estimate_tokens,
-)
-from taskservice.remote_agents import (
+from taskservice.agents.mcp_servers import McpServer, McpServerError, parse_servers, toolset
+from taskservice.agents.offline import offline_delay, offline_model
+from taskservice.agents.remote import (
     A2A_KIND,
     REMOTE_KEYS,
     RemoteAgent,
     RemoteAgentError,
     parse_remote,
 )
-from taskservice.settings import OFFLINE_MODEL, Settings
-from taskservice.tools import (
+from taskservice.agents.tools import (
     BUILTIN_TOOLS,
     CURRENT_RUN,
     LogLevel,
@@ -73,7 +63,17 @@ from taskservice.tools import (
     ToolFunction,
     ledgered,
 )
-from taskservice.tracing import Tracing
+from taskservice.common.rate_limits import (
+    CURRENT_GATE,
+    REQUEST_BUDGETED,
+    ModelGate,
+    budget_keys,
+    estimate_tokens,
+)
+from taskservice.common.tracing import Tracing
+from taskservice.domain.errors import InvalidRequest
+from taskservice.domain.models import AgentSpec
+from taskservice.settings import OFFLINE_MODEL, Settings
 from taskservice.webhooks.targets import AllowList, UnsafeTarget, check_as_written
 
 log = logging.getLogger(__name__)
