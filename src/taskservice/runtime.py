@@ -70,6 +70,168 @@ def _delegator(catalog: AgentCatalog) -> Delegator | None:
 
 
 @dataclass
+class _Storage:
+    """The database's side: the connections and every store made on them."""
+
+    url: str
+    engine: AsyncEngine  # migrations and admin paths; the hot paths run on `db`
+    db: Database
+    tasks: TaskStore
+    events: EventLog
+    ledger: LedgerStore
+    live: LiveStore
+    retention: RetentionStore
+    keys: ApiKeyStore
+
+    @classmethod
+    async def open(cls, stack: AsyncExitStack, url: str, settings: Settings) -> _Storage:
+        engine = create_engine(url, pool_size=ENGINE_POOL_SIZE)
+        stack.push_async_callback(engine.dispose)
+        db = await stack.enter_async_context(Database(url, pool_size=settings.db_pool_size))
+        return cls(
+            url=url,
+            engine=engine,
+            db=db,
+            tasks=TaskStore(db),
+            events=EventLog(db),
+            ledger=LedgerStore(
+                db, log_cap=settings.max_log_lines, log_chars=settings.max_log_chars
+            ),
+            live=LiveStore(db),
+            retention=RetentionStore(db),
+            keys=ApiKeyStore(engine),
+        )
+
+
+def _upkeep(stack: AsyncExitStack, storage: _Storage, settings: Settings) -> None:
+    """The reaper, first, so that a process that lives only briefly still reaps; the
+    pruner, when retention is on."""
+    reaper = Reaper(
+        leases=LeaseStore(storage.db),
+        ledger=storage.ledger,
+        tasks=storage.tasks,
+        settings=settings,
+        live=storage.live,
+    )
+    reaper.start()
+    stack.push_async_callback(reaper.stop)
+    policy = retention_policy(settings)
+    if policy.prunes:
+        pruner = Pruner(storage.retention, policy, interval=settings.retention_interval_seconds)
+        pruner.start()
+        stack.push_async_callback(pruner.stop)
+
+
+async def _authenticator(storage: _Storage, settings: Settings, *, api: bool) -> Authenticator:
+    auth = Authenticator(storage.keys, settings)
+    if api and await auth.check_startup():
+        log.warning(
+            "OPEN development mode (%s): requests without a key act as tenant 'default' "
+            "(listening on %s only)",
+            "TASKSERVICE_AUTH_MODE=open"
+            if settings.auth_mode == "open"
+            else "no API key has been created yet",
+            settings.host,
+        )
+    return auth
+
+
+@dataclass
+class _Following:
+    """The process's event hub and what hangs on it: the task watchers, the
+    firehose's watermark, the live output's feed (and the quiet runs' asks)."""
+
+    hub: EventHub
+    watchers: TaskWatchers
+    watermark: Watermark
+    feed: LiveFeed
+    quiet_runs: QuietRuns | None
+
+    @classmethod
+    async def open(
+        cls,
+        stack: AsyncExitStack,
+        hub: EventHub,
+        storage: _Storage,
+        settings: Settings,
+        *,
+        auth: Authenticator,
+        workers: bool,
+    ) -> _Following:
+        """Starts `hub`: everything that LISTENs through it is made before (the
+        webhook dispatcher, given it, too)."""
+        # A key created or revoked anywhere holds at once here (and after a
+        # reconnect, whatever happened meanwhile).
+        hub.on_channel(KEYS_CHANNEL, lambda _payload: auth.forget())
+        hub.on_reconnect(auth.forget)
+        feed = LiveFeed(hub, storage.live)
+        quiet_runs: QuietRuns | None = None
+        if workers and settings.delta_interval_ms > 0:
+            # A stream's ask for a quiet task's output reaches the run, wherever.
+            quiet_runs = QuietRuns()
+            hub.on_channel(ASKED_CHANNEL, quiet_runs.heard)
+            hub.on_reconnect(quiet_runs.all_asked)
+        await hub.start()
+        stack.push_async_callback(hub.stop)
+        watermark = Watermark(
+            hub,
+            storage.events.ids_after,
+            gap_timeout=settings.event_gap_timeout,
+            poll_interval=settings.stream_poll_seconds,
+        )
+        # Start a little back, so events still in flight at start are not skipped.
+        # Ids below what retention pruned are gaps for good, not commits to wait for.
+        pruned_before = await storage.retention.events_pruned_before()
+        await watermark.start(max(0, await storage.events.latest_id() - 1000, pruned_before - 1))
+        stack.push_async_callback(watermark.stop)
+        return cls(hub, TaskWatchers(hub), watermark, feed, quiet_runs)
+
+
+async def _worker_pool(
+    stack: AsyncExitStack,
+    storage: _Storage,
+    settings: Settings,
+    *,
+    service: TaskService,
+    catalog: AgentCatalog,
+    following: _Following,
+    tracing: Tracing,
+) -> WorkerPool:
+    writer = None
+    if settings.delta_interval_ms > 0:
+        # A connection of its own: live output never waits behind the pool's queue
+        # when every connection is taken (a burst of runs and streams starting), nor
+        # makes the pool's users wait.
+        own = await stack.enter_async_context(Database(storage.url, pool_size=1))
+        writer = LiveWriter(
+            LiveStore(own),
+            interval=settings.delta_interval_ms / 1000,
+            quiet=following.quiet_runs,
+        )
+        stack.push_async_callback(writer.stop)  # after the pool stopped
+    catalog.announce()
+    budgets = None
+    if settings.rate_limits:
+        budgets = BudgetStore(storage.db)
+        await budgets.configure(settings.rate_limits.values())
+        for limit in settings.rate_limits.values():
+            log.info("rate limit %s", limit.describe())
+    pool = WorkerPool(
+        service=service,
+        leases=LeaseStore(storage.db),
+        ledger=storage.ledger,
+        executor=Executor(catalog, live=writer, budgets=budgets, delegator=_delegator(catalog)),
+        hub=following.hub,
+        settings=settings,
+        database_url=storage.url,
+        tracing=tracing,
+    )
+    await pool.start()
+    stack.push_async_callback(pool.stop)
+    return pool
+
+
+@dataclass
 class Runtime:
     settings: Settings
     database_url: str
@@ -102,35 +264,16 @@ class Runtime:
         migrate_schema: bool = True,
         push_formats: PushFormats | None = None,
     ) -> AsyncIterator[Runtime]:
-        """`push_formats`: how the dispatcher writes A2A push notifications (given by
+        """Storage, upkeep (reaper, pruner), the agents, access, the event hub and
+        following, the use cases, then the runners; each stopped in reverse.
+        `push_formats`: how the dispatcher writes A2A push notifications (given by
         the A2A transport, `a2a.push.FORMATS`, which sits above the runtime)."""
         url = await resolve_database_url(settings)
         if migrate_schema:
             await migrate.upgrade(url)
         async with AsyncExitStack() as stack:
-            # The engine serves migrations and admin paths; the hot paths run on `db`.
-            engine = create_engine(url, pool_size=ENGINE_POOL_SIZE)
-            stack.push_async_callback(engine.dispose)
-            db = await stack.enter_async_context(Database(url, pool_size=settings.db_pool_size))
-            store = TaskStore(db)
-            event_log = EventLog(db)
-            ledger = LedgerStore(
-                db, log_cap=settings.max_log_lines, log_chars=settings.max_log_chars
-            )
-            live = LiveStore(db)
-            # First, so that a process that lives only briefly still reaps.
-            reaper = Reaper(
-                leases=LeaseStore(db), ledger=ledger, tasks=store, settings=settings, live=live
-            )
-            reaper.start()
-            stack.push_async_callback(reaper.stop)
-            policy = retention_policy(settings)
-            retention = RetentionStore(db)
-            if policy.prunes:
-                pruner = Pruner(retention, policy, interval=settings.retention_interval_seconds)
-                pruner.start()
-                stack.push_async_callback(pruner.stop)
-            keys = ApiKeyStore(engine)
+            storage = await _Storage.open(stack, url, settings)
+            _upkeep(stack, storage, settings)
             plugin_models, plugin_tools = load_plugins(settings.plugins)
             tracing = Tracing(settings.otel)
             catalog = AgentCatalog(
@@ -140,106 +283,52 @@ class Runtime:
                 tracing=tracing,
             )
             stack.push_async_callback(catalog.aclose)
-            auth = Authenticator(keys, settings)
-            if api and await auth.check_startup():
-                log.warning(
-                    "OPEN development mode (%s): requests without a key act as tenant 'default' "
-                    "(listening on %s only)",
-                    "TASKSERVICE_AUTH_MODE=open"
-                    if settings.auth_mode == "open"
-                    else "no API key has been created yet",
-                    settings.host,
-                )
+            auth = await _authenticator(storage, settings, api=api)
             hub = EventHub(url)
-            # A key created or revoked anywhere holds at once here (and after a
-            # reconnect, whatever happened meanwhile).
-            hub.on_channel(KEYS_CHANNEL, lambda _payload: auth.forget())
-            hub.on_reconnect(auth.forget)
             dispatcher: Dispatcher | None = None
             if settings.webhooks_enabled:
-                # Made before the hub starts, which then LISTENs on its channel too.
                 dispatcher = Dispatcher(
-                    store=OutboxStore(db),
-                    tasks=store,
+                    store=OutboxStore(storage.db),
+                    tasks=storage.tasks,
                     hub=hub,
                     settings=settings,
                     push_formats=push_formats,
                     tracing=tracing,
                 )
-            feed = LiveFeed(hub, live)  # before the hub starts: it LISTENs for deltas too
-            quiet_runs: QuietRuns | None = None
-            if workers and settings.delta_interval_ms > 0:
-                # A stream's ask for a quiet task's output reaches the run, wherever.
-                quiet_runs = QuietRuns()
-                hub.on_channel(ASKED_CHANNEL, quiet_runs.heard)
-                hub.on_reconnect(quiet_runs.all_asked)
-            await hub.start()
-            stack.push_async_callback(hub.stop)
-            watchers = TaskWatchers(hub)
-            watermark = Watermark(
-                hub,
-                event_log.ids_after,
-                gap_timeout=settings.event_gap_timeout,
-                poll_interval=settings.stream_poll_seconds,
+            following = await _Following.open(
+                stack, hub, storage, settings, auth=auth, workers=workers
             )
-            # Start a little back, so events still in flight at start are not skipped.
-            # Ids below what retention pruned are gaps for good, not commits to wait for.
-            pruned_before = await retention.events_pruned_before()
-            await watermark.start(max(0, await event_log.latest_id() - 1000, pruned_before - 1))
-            stack.push_async_callback(watermark.stop)
-            webhooks = WebhookService(SubscriptionStore(db), DeliveryLog(db), settings)
+            webhooks = WebhookService(
+                SubscriptionStore(storage.db), DeliveryLog(storage.db), settings
+            )
             service = TaskService(
-                store=store,
-                log=event_log,
-                ledger=ledger,
+                store=storage.tasks,
+                log=storage.events,
+                ledger=storage.ledger,
                 catalog=catalog,
                 settings=settings,
-                watchers=watchers,
+                watchers=following.watchers,
                 webhooks=webhooks,
-                live=feed,
+                live=following.feed,
                 tracing=tracing,
             )
             # Tasks for later become claimable when their time comes; schedules fire.
-            schedule_store = ScheduleStore(db)
+            schedule_store = ScheduleStore(storage.db)
             schedules = ScheduleService(schedule_store, service.new_tasks)
             scheduler = Scheduler(schedule_store, fire=schedules.fire_due)
             scheduler.start()
             stack.push_async_callback(scheduler.stop)
             pool: WorkerPool | None = None
             if workers:
-                writer = None
-                if settings.delta_interval_ms > 0:
-                    # A connection of its own: live output never waits behind the
-                    # pool's queue when every connection is taken (a burst of runs
-                    # and streams starting), nor makes the pool's users wait.
-                    own = await stack.enter_async_context(Database(url, pool_size=1))
-                    writer = LiveWriter(
-                        LiveStore(own),
-                        interval=settings.delta_interval_ms / 1000,
-                        quiet=quiet_runs,
-                    )
-                    stack.push_async_callback(writer.stop)  # after the pool stopped
-                catalog.announce()
-                budgets = None
-                if settings.rate_limits:
-                    budgets = BudgetStore(db)
-                    await budgets.configure(settings.rate_limits.values())
-                    for limit in settings.rate_limits.values():
-                        log.info("rate limit %s", limit.describe())
-                pool = WorkerPool(
+                pool = await _worker_pool(
+                    stack,
+                    storage,
+                    settings,
                     service=service,
-                    leases=LeaseStore(db),
-                    ledger=ledger,
-                    executor=Executor(
-                        catalog, live=writer, budgets=budgets, delegator=_delegator(catalog)
-                    ),
-                    hub=hub,
-                    settings=settings,
-                    database_url=url,
+                    catalog=catalog,
+                    following=following,
                     tracing=tracing,
                 )
-                await pool.start()
-                stack.push_async_callback(pool.stop)
                 scheduler.on_due(pool.wake)
             if dispatcher is not None:
                 await dispatcher.start()
@@ -259,18 +348,19 @@ class Runtime:
             yield cls(
                 settings=settings,
                 database_url=url,
-                engine=engine,
-                store=store,
-                keys=keys,
+                engine=storage.engine,
+                store=storage.tasks,
+                keys=storage.keys,
                 auth=auth,
                 catalog=catalog,
                 service=service,
                 router=MessageRouter(service, model=router_model),
                 tokens=StreamTokens(
-                    settings.stream_token_secret or await service_secret(engine, "stream_tokens")
+                    settings.stream_token_secret
+                    or await service_secret(storage.engine, "stream_tokens")
                 ),
-                hub=hub,
-                watermark=watermark,
+                hub=following.hub,
+                watermark=following.watermark,
                 pool=pool,
                 webhooks=webhooks,
                 schedules=schedules,

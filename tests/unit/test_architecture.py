@@ -36,7 +36,10 @@ def test_imports_point_one_way() -> None:
 @pytest.mark.parametrize(
     ("module", "arrow"),
     [
-        ("worker/webhook_dispatcher.py", "from taskservice.api import schemas"),  # runner → transport
+        (
+            "worker/webhook_dispatcher.py",
+            "from taskservice.api import schemas",
+        ),  # runner → transport
         ("db/outage.py", "import taskservice.usecases.tasks"),  # storage → use case
         ("worker/pool.py", "import taskservice.worker.webhook_dispatcher"),  # runner → runner
     ],

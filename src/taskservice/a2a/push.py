@@ -25,10 +25,10 @@ from taskservice.a2a import v03, v10
 from taskservice.a2a.conversation import PushConfig
 from taskservice.a2a.errors import A2AError, Kind
 from taskservice.a2a.shapes import View
-from taskservice.db.webhook_subscriptions import Subscription
 from taskservice.domain.errors import NotFound
 from taskservice.domain.models import Task
 from taskservice.domain.states import TaskState
+from taskservice.domain.webhooks import Subscription
 from taskservice.usecases.subscriptions import WebhookRequest, WebhookService
 from taskservice.usecases.tasks import TaskService
 

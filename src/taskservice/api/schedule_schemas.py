@@ -10,8 +10,7 @@ from typing import Any, Self
 from pydantic import BaseModel, Field
 
 from taskservice.api.schemas import Request, TaskTemplate
-from taskservice.db.schedules import Schedule
-from taskservice.domain.schedules import Cron, MissedPolicy
+from taskservice.domain.schedules import Cron, MissedPolicy, Schedule
 
 _CRON = (
     "Five fields (minute hour day-of-month month day-of-week), or six with seconds "

@@ -8,14 +8,13 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from taskservice.db.webhook_deliveries import Delivery
-from taskservice.db.webhook_subscriptions import Subscription
 from taskservice.domain.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.domain.content import CONTEXT_ID_MAX_LENGTH
 from taskservice.domain.models import EventType, TaskEvent, Total
 from taskservice.domain.schedules import PRIORITY_MAX, PRIORITY_MIN
 from taskservice.domain.states import TaskState
 from taskservice.domain.views import TaskOut
+from taskservice.domain.webhooks import Delivery, Subscription
 from taskservice.usecases.subscriptions import DEFAULT_STATES, WebhookRequest
 
 NonEmptyText = Annotated[str, Field(min_length=1)]

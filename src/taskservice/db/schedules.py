@@ -29,7 +29,7 @@ from sqlalchemy.types import Boolean, DateTime, Integer, Text
 from taskservice.db.engine import dumps_json
 from taskservice.db.sql import Database, Row, Statement, text_statement
 from taskservice.db.submits import create_many
-from taskservice.domain.schedules import MissedPolicy
+from taskservice.domain.schedules import Schedule
 
 _UUID = UUID(as_uuid=True)
 _TZ = DateTime(timezone=True)
@@ -68,26 +68,8 @@ class Tick:
     schedule_in: float | None  # seconds until a schedule is due (≤ 0: now); None: none
 
 
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    id: uuid.UUID
-    tenant: str
-    name: str | None
-    cron: str
-    timezone: str
-    task: dict[str, Any]  # the submit fields of each slot's task
-    enabled: bool
-    missed: MissedPolicy
-    next_run_at: datetime | None  # None while disabled
-    last_slot: datetime | None
-    last_task_id: uuid.UUID | None
-    last_error: dict[str, Any] | None
-    created_at: datetime
-    updated_at: datetime
-
-    @classmethod
-    def of(cls, row: Row) -> Schedule:
-        return cls(**{field.name: row[field.name] for field in fields(cls)})
+def _schedule(row: Row) -> Schedule:
+    return Schedule(**{field.name: row[field.name] for field in fields(Schedule)})
 
 
 _COLUMNS = "id, tenant, name, cron, timezone, task, enabled, missed, next_run_at, " + (
@@ -184,7 +166,7 @@ class Due:
 
     def __init__(self, conn: asyncpg.Connection, rows: list[Row]) -> None:
         self._conn = conn
-        self.schedules = [Schedule.of(row) for row in rows]
+        self.schedules = [_schedule(row) for row in rows]
         self.now: datetime | None = rows[0]["now"] if rows else None
 
     async def fire(
@@ -244,15 +226,15 @@ class ScheduleStore:
         row = await self.db.fetchrow(_CREATE, params)
         if row is None:
             raise NameTaken(params["name"])
-        return Schedule.of(row)
+        return _schedule(row)
 
     async def get(self, schedule_id: uuid.UUID, *, tenant: str) -> Schedule | None:
         row = await self.db.fetchrow(_GET, {"id": schedule_id, "tenant": tenant})
-        return Schedule.of(row) if row is not None else None
+        return _schedule(row) if row is not None else None
 
     async def list(self, *, tenant: str, before: uuid.UUID | None, limit: int) -> list[Schedule]:
         rows = await self.db.fetch(_LIST, {"tenant": tenant, "before": before, "limit": limit})
-        return [Schedule.of(row) for row in rows]
+        return [_schedule(row) for row in rows]
 
     async def update(
         self, schedule_id: uuid.UUID, *, tenant: str, changes: Mapping[str, Any]
@@ -266,7 +248,7 @@ class ScheduleStore:
             )
         except asyncpg.UniqueViolationError:
             raise NameTaken(changes.get("name")) from None
-        return Schedule.of(row) if row is not None else None
+        return _schedule(row) if row is not None else None
 
     async def delete(self, schedule_id: uuid.UUID, *, tenant: str) -> bool:
         return await self.db.fetchrow(_DELETE, {"id": schedule_id, "tenant": tenant}) is not None

@@ -4,7 +4,6 @@ and queueing one again on request (`/v1/webhooks/{id}/deliveries`)."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Integer, Text
@@ -13,68 +12,40 @@ from sqlalchemy.dialects.postgresql import UUID
 from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.sql import Database, Row
 from taskservice.db.sql import text_statement as _stmt
+from taskservice.domain.webhooks import Attempt, Delivery
 
 _UUID = UUID(as_uuid=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    attempt: int
-    dispatcher: str
-    started_at: datetime
-    duration_ms: float
-    status_code: int | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    id: uuid.UUID
-    subscription_id: uuid.UUID
-    task_id: uuid.UUID
-    state: str
-    event_seq: int
-    occurred_at: datetime
-    status: str
-    attempts: int
-    next_attempt_at: datetime | None  # only while pending
-    in_flight: bool
-    last_status_code: int | None
-    last_error: str | None
-    created_at: datetime
-    delivered_at: datetime | None
-    log: tuple[Attempt, ...]
-
-    @classmethod
-    def of(cls, row: Row) -> Delivery:
-        pending = row["status"] == "pending"
-        return cls(
-            id=row["id"],
-            subscription_id=row["subscription_id"],
-            task_id=row["task_id"],
-            state=row["state"],
-            event_seq=row["event_seq"],
-            occurred_at=row["occurred_at"],
-            status=row["status"],
-            attempts=row["attempts"],
-            next_attempt_at=row["next_attempt_at"] if pending else None,
-            in_flight=pending and row["locked_by"] is not None,
-            last_status_code=row["last_status_code"],
-            last_error=row["last_error"],
-            created_at=row["created_at"],
-            delivered_at=row["delivered_at"],
-            log=tuple(
-                Attempt(
-                    attempt=a["attempt"],
-                    dispatcher=a["dispatcher"],
-                    started_at=datetime.fromisoformat(a["started_at"]),
-                    duration_ms=a["duration_ms"],
-                    status_code=a["status_code"],
-                    error=a["error"],
-                )
-                for a in row["log"] or ()
-            ),
-        )
+def _delivery(row: Row) -> Delivery:
+    pending = row["status"] == "pending"
+    return Delivery(
+        id=row["id"],
+        subscription_id=row["subscription_id"],
+        task_id=row["task_id"],
+        state=row["state"],
+        event_seq=row["event_seq"],
+        occurred_at=row["occurred_at"],
+        status=row["status"],
+        attempts=row["attempts"],
+        next_attempt_at=row["next_attempt_at"] if pending else None,
+        in_flight=pending and row["locked_by"] is not None,
+        last_status_code=row["last_status_code"],
+        last_error=row["last_error"],
+        created_at=row["created_at"],
+        delivered_at=row["delivered_at"],
+        log=tuple(
+            Attempt(
+                attempt=a["attempt"],
+                dispatcher=a["dispatcher"],
+                started_at=datetime.fromisoformat(a["started_at"]),
+                duration_ms=a["duration_ms"],
+                status_code=a["status_code"],
+                error=a["error"],
+            )
+            for a in row["log"] or ()
+        ),
+    )
 
 
 # Deliveries with their attempt log, newest first (not their task snapshot or body:
@@ -155,11 +126,11 @@ class DeliveryLog:
             "p_before": before,
             "p_limit": limit,
         }
-        return [Delivery.of(row) for row in await self.db.fetch(_DELIVERIES, params)]
+        return [_delivery(row) for row in await self.db.fetch(_DELIVERIES, params)]
 
     async def delivery(self, *, tenant: str, delivery_id: uuid.UUID) -> Delivery | None:
         row = await self.db.fetchrow(_DELIVERY, {"p_id": delivery_id, "p_tenant": tenant})
-        return Delivery.of(row) if row is not None else None
+        return _delivery(row) if row is not None else None
 
     async def redeliver(self, *, tenant: str, delivery_id: uuid.UUID) -> bool:
         """False: in flight, or its subscription is disabled (the caller says which)."""

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Boolean, Float, Integer, Text
@@ -22,49 +20,30 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from taskservice.db.notify import WEBHOOKS_CHANNEL
 from taskservice.db.sql import Database, Row
 from taskservice.db.sql import text_statement as _stmt
+from taskservice.domain.webhooks import Subscription
 
 _UUID = UUID(as_uuid=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Subscription:
-    id: uuid.UUID
-    tenant: str
-    url: str
-    states: tuple[str, ...]
-    task_id: uuid.UUID | None
-    filters: dict[str, Any]
-    enabled: bool
-    consecutive_failures: int
-    failing_since: datetime | None
-    disabled_reason: str | None
-    disabled_at: datetime | None
-    previous_secret_expires_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-    secret: str  # never shown after creation or rotation
-    a2a: dict[str, Any] | None = None  # an A2A push notification config's own fields
-
-    @classmethod
-    def of(cls, row: Row) -> Subscription:
-        return cls(
-            id=row["id"],
-            tenant=row["tenant"],
-            url=row["url"],
-            states=tuple(row["states"]),
-            task_id=row["task_id"],
-            filters=row["filters"],
-            enabled=row["enabled"],
-            consecutive_failures=row["consecutive_failures"],
-            failing_since=row["failing_since"],
-            disabled_reason=row["disabled_reason"],
-            disabled_at=row["disabled_at"],
-            previous_secret_expires_at=row["previous_secret_expires_at"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            secret=row["secret"],
-            a2a=row["a2a"],
-        )
+def _subscription(row: Row) -> Subscription:
+    return Subscription(
+        id=row["id"],
+        tenant=row["tenant"],
+        url=row["url"],
+        states=tuple(row["states"]),
+        task_id=row["task_id"],
+        filters=row["filters"],
+        enabled=row["enabled"],
+        consecutive_failures=row["consecutive_failures"],
+        failing_since=row["failing_since"],
+        disabled_reason=row["disabled_reason"],
+        disabled_at=row["disabled_at"],
+        previous_secret_expires_at=row["previous_secret_expires_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        secret=row["secret"],
+        a2a=row["a2a"],
+    )
 
 
 _CREATE_FOR_TASK = _stmt(
@@ -248,7 +227,7 @@ class SubscriptionStore:
             return None
         if row["delivered_now"]:
             await conn.execute("SELECT pg_notify($1, '')", WEBHOOKS_CHANNEL)
-        return Subscription.of(row)
+        return _subscription(row)
 
     async def count_for_task(self, *, tenant: str, task_id: uuid.UUID) -> int | None:
         """How many webhooks the task has; None: the tenant has no such task."""
@@ -275,17 +254,17 @@ class SubscriptionStore:
         }
         row = await self.db.fetchrow(_CREATE_GLOBAL, params)
         assert row is not None
-        return Subscription.of(row)
+        return _subscription(row)
 
     async def get(self, *, tenant: str, subscription_id: uuid.UUID) -> Subscription | None:
         row = await self.db.fetchrow(_GET, {"p_id": subscription_id, "p_tenant": tenant})
-        return Subscription.of(row) if row is not None else None
+        return _subscription(row) if row is not None else None
 
     async def subscriptions(
         self, *, tenant: str, task_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
     ) -> list[Subscription]:
         params = {"p_tenant": tenant, "p_task": task_id, "p_before": before, "p_limit": limit}
-        return [Subscription.of(row) for row in await self.db.fetch(_LIST, params)]
+        return [_subscription(row) for row in await self.db.fetch(_LIST, params)]
 
     async def delete(self, *, tenant: str, subscription_id: uuid.UUID) -> bool:
         row = await self.db.fetchrow(_DELETE, {"p_id": subscription_id, "p_tenant": tenant})
@@ -314,7 +293,7 @@ class SubscriptionStore:
             if row is not None and enabled:
                 # Deliveries held back while it was disabled are due now.
                 await conn.execute("SELECT pg_notify($1, '')", WEBHOOKS_CHANNEL)
-        return Subscription.of(row) if row is not None else None
+        return _subscription(row) if row is not None else None
 
     async def rotate(
         self, *, tenant: str, subscription_id: uuid.UUID, secret: str, overlap_seconds: float
@@ -326,4 +305,4 @@ class SubscriptionStore:
             "p_overlap": overlap_seconds,
         }
         row = await self.db.fetchrow(_ROTATE, params)
-        return Subscription.of(row) if row is not None else None
+        return _subscription(row) if row is not None else None

@@ -11,6 +11,7 @@ within its tick of that time.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -148,3 +149,23 @@ def plan(cron: Cron, next_run_at: datetime, now: datetime, missed: MissedPolicy)
     if missed == "skip" and now - last > ON_TIME:
         return Firing([], following)
     return Firing([last], following)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A recurring schedule as stored (`db/schedules.py`) and shown (`/v1/schedules`)."""
+
+    id: uuid.UUID
+    tenant: str
+    name: str | None
+    cron: str
+    timezone: str
+    task: dict[str, Any]  # the submit fields of each slot's task
+    enabled: bool
+    missed: MissedPolicy
+    next_run_at: datetime | None  # None while disabled
+    last_slot: datetime | None
+    last_task_id: uuid.UUID | None
+    last_error: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime

@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from taskservice.db.schedules import NameTaken, Schedule, ScheduleStore
+from taskservice.db.schedules import NameTaken, ScheduleStore
 from taskservice.db.tasks import task_params
 from taskservice.domain.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from taskservice.domain.ids import parse_uuid, uuid7
 from taskservice.domain.models import NewTask
-from taskservice.domain.schedules import Cron, MissedPolicy, plan
+from taskservice.domain.schedules import Cron, MissedPolicy, Schedule, plan
 from taskservice.usecases.submission import NewTasks
 
 log = logging.getLogger(__name__)

@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from taskservice.db.webhook_deliveries import Delivery, DeliveryLog
-from taskservice.db.webhook_subscriptions import Subscription, SubscriptionStore
+from taskservice.db.webhook_deliveries import DeliveryLog
+from taskservice.db.webhook_subscriptions import SubscriptionStore
 from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
 from taskservice.domain.ids import parse_uuid, uuid7
 from taskservice.domain.states import TaskState
+from taskservice.domain.webhooks import Delivery, Subscription
 from taskservice.settings import Settings
 from taskservice.webhooks import signing
 from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver

@@ -14,8 +14,8 @@ from taskservice.api.schedule_schemas import (
     ScheduleOut,
     ScheduleUpdate,
 )
-from taskservice.db.schedules import Schedule
 from taskservice.domain.ids import decode_cursor, encode_cursor
+from taskservice.domain.schedules import Schedule
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 
