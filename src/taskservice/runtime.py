@@ -24,6 +24,7 @@ from taskservice.db.budgets import BudgetStore
 from taskservice.db.embedded import resolve_database_url
 from taskservice.db.engine import create_engine
 from taskservice.db.eventlog import EventLog
+from taskservice.db.followups import FollowupStore
 from taskservice.db.keys import ApiKeyStore, service_secret
 from taskservice.db.leases import LeaseStore
 from taskservice.db.live import ASKED_CHANNEL, LiveStore
@@ -40,6 +41,7 @@ from taskservice.following.deltas import LiveFeed
 from taskservice.following.hub import EventHub, TaskWatchers, Watermark
 from taskservice.settings import Settings
 from taskservice.usecases.auth import Authenticator
+from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.routing import MessageRouter
 from taskservice.usecases.schedules import ScheduleService
 from taskservice.usecases.subscriptions import WebhookService
@@ -193,6 +195,7 @@ async def _worker_pool(
     settings: Settings,
     *,
     service: TaskService,
+    inbox: TaskInbox,
     catalog: AgentCatalog,
     following: _Following,
     tracing: Tracing,
@@ -218,6 +221,7 @@ async def _worker_pool(
             log.info("rate limit %s", limit.describe())
     pool = WorkerPool(
         service=service,
+        inbox=inbox,
         leases=LeaseStore(storage.db),
         ledger=storage.ledger,
         executor=Executor(catalog, live=writer, budgets=budgets, delegator=_delegator(catalog)),
@@ -241,6 +245,7 @@ class Runtime:
     auth: Authenticator
     catalog: AgentCatalog
     service: TaskService
+    inbox: TaskInbox
     router: MessageRouter
     tokens: StreamTokens
     hub: EventHub
@@ -312,6 +317,13 @@ class Runtime:
                 live=following.feed,
                 tracing=tracing,
             )
+            # Messages to a task: answers to its questions, follow-ups for its run.
+            inbox = TaskInbox(
+                store=storage.tasks,
+                followups=FollowupStore(storage.db),
+                settings=settings,
+                get=service.get,
+            )
             # Tasks for later become claimable when their time comes; schedules fire.
             schedule_store = ScheduleStore(storage.db)
             schedules = ScheduleService(schedule_store, service.new_tasks)
@@ -325,6 +337,7 @@ class Runtime:
                     storage,
                     settings,
                     service=service,
+                    inbox=inbox,
                     catalog=catalog,
                     following=following,
                     tracing=tracing,
@@ -354,7 +367,8 @@ class Runtime:
                 auth=auth,
                 catalog=catalog,
                 service=service,
-                router=MessageRouter(service, model=router_model),
+                inbox=inbox,
+                router=MessageRouter(service, inbox, model=router_model),
                 tokens=StreamTokens(
                     settings.stream_token_secret
                     or await service_secret(storage.engine, "stream_tokens")

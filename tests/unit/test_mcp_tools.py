@@ -17,8 +17,9 @@ def handler(count: int) -> MCPHandler:
         f"p{i:03d}": AgentProfile(name=f"p{i:03d}", system_prompt="", model="offline")
         for i in range(count)
     }
-    service: Any = SimpleNamespace(catalog=SimpleNamespace(profiles=profiles))
-    return MCPHandler(service, "tenant")
+    service: Any = SimpleNamespace(profiles=lambda: [profiles[name] for name in sorted(profiles)])
+    unused: Any = None  # listing tools asks nothing of the inbox or the settings
+    return MCPHandler(service, inbox=unused, settings=unused, tenant="tenant")
 
 
 def test_the_tools_come_a_page_at_a_time_each_once() -> None:

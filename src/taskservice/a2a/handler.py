@@ -37,6 +37,9 @@ from taskservice.domain.models import Delta, StatusQuery, Task, TaskEvent
 from taskservice.domain.schedules import check_priority, check_run_at
 from taskservice.domain.states import TaskState
 from taskservice.following.follower import moved_to
+from taskservice.settings import Settings
+from taskservice.usecases.inbox import TaskInbox
+from taskservice.usecases.subscriptions import WebhookService
 from taskservice.usecases.tasks import TaskService
 
 _CONTEXTS = uuid.UUID("5b0c2f0e-8d55-4b8a-9a57-3f6d2f1a2a00")  # names made-up contexts
@@ -56,9 +59,29 @@ def _finished(task: Task) -> A2AError:
 class A2AHandler:
     """One caller's A2A requests: a tenant and the use cases it acts through."""
 
-    def __init__(self, service: TaskService, tenant: str) -> None:
-        self.service = service
+    def __init__(
+        self,
+        tenant: str,
+        *,
+        service: TaskService,
+        inbox: TaskInbox,
+        webhooks: WebhookService | None,
+        settings: Settings,
+    ) -> None:
         self.tenant = tenant
+        self.service = service
+        self.inbox = inbox
+        self.webhooks = webhooks
+        self.settings = settings
+
+    def pushes(self) -> PushConfigs:
+        """The caller's push notification configs."""
+        return PushConfigs(
+            self.tenant,
+            service=self.service,
+            webhooks=self.webhooks,
+            limit=self.settings.webhook_max_per_task,
+        )
 
     async def deliver(self, request: SendRequest, *, quiet: bool = False) -> Task:
         """A message's task: a new one, or the task it names (answering its question,
@@ -83,7 +106,7 @@ class A2AHandler:
             # It answers the question the task waits on, or is queued for its run; a
             # retried message finds the one queued before.
             try:
-                sent = await self.service.inbox.send_to(
+                sent = await self.inbox.send_to(
                     task, input=input_of(message.parts), key=message_key(request)
                 )
             except Conflict:
@@ -92,7 +115,7 @@ class A2AHandler:
                     raise _finished(task) from None
                 raise
             if request.push is not None:  # once the message is taken: a refusal sets nothing
-                await PushConfigs(self.service, self.tenant).create(str(task.id), request.push)
+                await self.pushes().create(str(task.id), request.push)
             return sent.task
         given = input_of(message.parts)
         key = message_key(request)
@@ -134,7 +157,7 @@ class A2AHandler:
         task = await self.deliver(request, quiet=request.wait)
         if not request.wait:
             return await self.view(task, request.history_length)
-        waited = self.service.settings.max_wait_seconds
+        waited = self.settings.max_wait_seconds
         if request.history_length == 0:  # no history to answer with: the task alone
             return await self.view(await self.service.settle(task, waited), 0)
         # The settled task is read with its messages, in one round trip.
@@ -164,8 +187,8 @@ class A2AHandler:
         if history_length == 0:
             return View(task, [])
         if rows is None:
-            rows = await self.service.ledger.all_messages(task.id)
-        queued = await self.service.inbox.unread(task)
+            rows = await self.service.conversation(task)
+        queued = await self.inbox.unread(task)
         return View(task, last(history(task, rows, queued), history_length))
 
     async def get(self, task_id: str, history_length: int | None = None) -> View:

@@ -58,7 +58,7 @@ class Method:
 
 
 def _pushes(call: Call) -> PushConfigs:
-    return PushConfigs(call.handler.service, call.handler.tenant)
+    return call.handler.pushes()
 
 
 async def _push_create_10(call: Call, raw: Any) -> Any:

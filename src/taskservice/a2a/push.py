@@ -77,17 +77,21 @@ def config_of(subscription: Subscription) -> PushConfig:
 class PushConfigs:
     """One caller's push notification configs."""
 
-    def __init__(self, service: TaskService, tenant: str) -> None:
-        self.service = service
+    def __init__(
+        self, tenant: str, *, service: TaskService, webhooks: WebhookService | None, limit: int
+    ) -> None:
         self.tenant = tenant
+        self.service = service
+        self.webhooks = webhooks
+        self.limit = limit  # configs listed per task: at most as many as it may have
 
     def _webhooks(self) -> WebhookService:
-        if self.service.webhooks is None:
+        if self.webhooks is None:
             raise A2AError(
                 Kind.PUSH_NOTIFICATION_NOT_SUPPORTED,
                 detail="this service was built without webhooks",
             )
-        return self.service.webhooks
+        return self.webhooks
 
     async def create(self, task_id: str, config: PushConfig) -> tuple[str, PushConfig]:
         """The task's id and the config as stored (with its id). The subscription's
@@ -105,7 +109,7 @@ class PushConfigs:
             tenant=self.tenant,
             task_id=task.id,
             before=None,
-            limit=self.service.settings.webhook_max_per_task,
+            limit=self.limit,
         )
         return task, [s for s in reversed(subscriptions) if s.a2a is not None]
 

@@ -22,6 +22,7 @@ from taskservice.domain.ids import parse_uuid
 from taskservice.following.hub import Watermark
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings
+from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.routing import MessageRouter
 from taskservice.usecases.schedules import ScheduleService
 from taskservice.usecases.subscriptions import WebhookService
@@ -61,6 +62,10 @@ class CallerContext:
     @property
     def service(self) -> TaskService:
         return self.runtime.service
+
+    @property
+    def inbox(self) -> TaskInbox:
+        return self.runtime.inbox
 
     @property
     def webhooks(self) -> WebhookService:

@@ -116,6 +116,7 @@ async def task_events(
 async def tenant_events(
     *,
     service: TaskService,
+    settings: Settings,
     watermark: Watermark,
     tenant: str,
     after: int | None,
@@ -124,7 +125,6 @@ async def tenant_events(
 ) -> AsyncIterator[ServerSentEvent]:
     """The firehose: the tenant's events in global order (the SSE `id` is the global
     event id), never past the watermark, so none is skipped or sent twice."""
-    settings = service.settings
     yield ServerSentEvent(comment="taskservice firehose", retry=settings.stream_retry_ms)
     if after is not None:
         pruned_before = await service.events_pruned_before()

@@ -17,6 +17,8 @@ from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
 from taskservice.domain.models import EventType, Task, TaskEvent, TaskFilter
 from taskservice.mcp import profile_tools as tools
 from taskservice.mcp import tasks as mcp_tasks
+from taskservice.settings import Settings
+from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.tasks import TaskService
 
 Progress = Callable[[float, str | None], Awaitable[None]]  # percent of 100, a note
@@ -66,19 +68,21 @@ def _offset(cursor: str | None) -> int:
 @dataclass
 class MCPHandler:
     service: TaskService
+    inbox: TaskInbox  # answers to a task's question
+    settings: Settings
     tenant: str
 
     @property
     def _wait_seconds(self) -> float:
         """How long a call waits for its task (`settle` waits no longer than this)."""
-        settings = self.service.settings
+        settings = self.settings
         return min(settings.mcp_call_seconds, settings.max_wait_seconds)
 
     def list_tools(self, cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """A page of tools, one per agent profile (by name), and the cursor of the
         next page, if there is one."""
         start = _offset(cursor)
-        profiles = sorted(self.service.catalog.profiles.values(), key=lambda p: p.name)
+        profiles = self.service.profiles()
         page = profiles[start : start + PAGE_SIZE]
         more = start + PAGE_SIZE < len(profiles)
         return [tools.tool(p) for p in page], _cursor(start + PAGE_SIZE) if more else None
@@ -90,7 +94,7 @@ class MCPHandler:
         at once). Bad arguments are refused before anything is written. A `ttl_ms` the
         client asked for (2025-11-25) is kept in the task's `metadata.mcp`, for
         retention to honour."""
-        if self.service.catalog.profile(name) is None:
+        if self.service.profile(name) is None:
             raise InvalidRequest(f"no tool {name!r}; tools/list lists them", field="name")
         arguments = arguments or {}
         unknown = sorted(set(arguments) - _ARGUMENTS)
@@ -168,7 +172,7 @@ class MCPHandler:
                 field="inputResponses",
             )
         try:
-            await self.service.inbox.answer(tenant=self.tenant, task_id=task.id, answers=answers)
+            await self.inbox.answer(tenant=self.tenant, task_id=task.id, answers=answers)
         except Conflict:
             return  # answered or cancelled meanwhile: superseded, ignored
 

@@ -178,6 +178,11 @@ class TaskInbox:
         answer to one question, or taking follow-ups."""
         return await self.store.live_in_context(tenant=tenant, context_id=context_id)
 
+    async def after(self, task_id: uuid.UUID, seq: int) -> list[Followup]:
+        """The task's follow-ups numbered above `seq`, in order: what its run is
+        handed next (`worker/ledger.RunLedger.deliver`)."""
+        return await self.followups.after(task_id, seq)
+
     async def unread(self, task: Task) -> list[Followup]:
         """The follow-ups queued for `task` that no run has read yet."""
         return await self.followups.after(task.id, task.followups_read) if task.unread else []

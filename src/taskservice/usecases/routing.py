@@ -33,6 +33,7 @@ from taskservice.domain.errors import InvalidRequest
 from taskservice.domain.ids import parse_uuid
 from taskservice.domain.models import Followup, Task
 from taskservice.settings import OFFLINE_MODEL
+from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.tasks import TaskService
 
 Decision = Literal["explicit", "single", "model", "new"]
@@ -103,15 +104,18 @@ async def _offline_route(messages: list[ModelMessage], info: AgentInfo) -> Model
 
 
 class MessageRouter:
-    def __init__(self, service: TaskService, *, model: Model | str | None = None) -> None:
+    def __init__(
+        self, service: TaskService, inbox: TaskInbox, *, model: Model | str | None = None
+    ) -> None:
         self.service = service
+        self.inbox = inbox
         chosen: Model | str = model or FunctionModel(_offline_route, model_name=OFFLINE_MODEL)
         self.agent: Agent[None, RouteChoice] = Agent(
             chosen, output_type=RouteChoice, instructions=ROUTER_PROMPT
         )
 
     async def route(self, *, tenant: str, text: str, context_id: str | None) -> Routed:
-        inbox = self.service.inbox
+        inbox = self.inbox
         explicit = _EXPLICIT.match(text)
         if explicit:
             task_id, body = explicit.groups()

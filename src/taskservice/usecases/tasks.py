@@ -1,6 +1,7 @@
 """The use cases: submit (and spawn a subtask), get, list, cancel, wait for and
 follow a task, read the event log, the conversation and the tool calls; messages to
-a task (answers and follow-ups) go through its `inbox` (`inbox.TaskInbox`).
+a task (answers and follow-ups) are the inbox's (`usecases/inbox.TaskInbox`), a use
+case of its own.
 
 Transport-independent: the REST routes and the A2A binding are thin adapters over
 `TaskService`, and a running agent's subtasks go through it too. Every rule about
@@ -15,10 +16,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
-from taskservice.agents.catalog import AgentCatalog
+from taskservice.agents.catalog import AgentCatalog, AgentProfile
 from taskservice.common.tracing import Tracing
 from taskservice.db.eventlog import EventLog
-from taskservice.db.followups import FollowupStore
 from taskservice.db.overview import OverviewStore
 from taskservice.db.retention import RetentionStore
 from taskservice.db.sql import Row
@@ -45,7 +45,6 @@ from taskservice.following.deltas import LiveFeed
 from taskservice.following.follower import TaskFollower, moved_to
 from taskservice.following.hub import TaskWatchers
 from taskservice.settings import Settings
-from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.submission import NewTasks
 from taskservice.usecases.subscriptions import Prepared, WebhookRequest, WebhookService
 
@@ -91,10 +90,6 @@ class TaskService:
         self.settings = settings
         self.new_tasks = NewTasks(
             store=store, catalog=catalog, settings=settings, tracing=self.tracing
-        )
-        # Messages to a task: answers to its questions, follow-ups for its run.
-        self.inbox = TaskInbox(
-            store=store, followups=FollowupStore(store.db), settings=settings, get=self.get
         )
 
     async def submit(
@@ -414,6 +409,17 @@ class TaskService:
             return None
         timeout = self.settings.count_timeout_ms
         return await self.ledger.count(table, task_id, mode=mode, timeout_ms=timeout)
+
+    def profiles(self) -> list[AgentProfile]:
+        """The agent profiles a task may name, by name."""
+        return sorted(self.catalog.profiles.values(), key=lambda p: p.name)
+
+    def profile(self, name: str) -> AgentProfile | None:
+        return self.catalog.profile(name)
+
+    async def conversation(self, task: Task) -> list[Row]:
+        """All the messages of the task's run, in order (its ledger)."""
+        return await self.ledger.all_messages(task.id)
 
     def page_size(self, limit: int | None) -> int:
         return min(limit or self.settings.default_page_size, self.settings.max_page_size)

@@ -38,6 +38,7 @@ from taskservice.db.sql import Row
 from taskservice.db.steps import Finished, LedgerStore
 from taskservice.domain.models import Lease, Task
 from taskservice.domain.states import TaskState
+from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.tasks import TaskService
 from taskservice.worker.turns import (
     complete_turns,
@@ -117,6 +118,7 @@ class RunLedger(RunHooks):
         self,
         store: LedgerStore,
         service: TaskService,
+        inbox: TaskInbox,
         task: Task,
         lease: Lease,
         *,
@@ -127,6 +129,7 @@ class RunLedger(RunHooks):
         # them (`_patiently`).
         self.patience = patience
         self.service = service  # subtasks are created as any task is
+        self.inbox = inbox  # the follow-ups handed to the run
         self.task = task
         self.lease = lease
         self.position = 0  # of the next message to persist
@@ -233,9 +236,7 @@ class RunLedger(RunHooks):
         if not self.mail:
             return
         self.mail = False
-        followups = await self._patiently(
-            lambda: self.service.inbox.followups.after(self.task.id, self.handed)
-        )
+        followups = await self._patiently(lambda: self.inbox.after(self.task.id, self.handed))
         for followup in followups:
             run.enqueue(followup_request(followup))
             self.handed = followup.seq

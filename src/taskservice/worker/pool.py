@@ -44,6 +44,7 @@ from taskservice.domain.models import Lease, Task
 from taskservice.domain.states import TaskState
 from taskservice.following.hub import EventHub, EventNotice
 from taskservice.settings import Settings
+from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.tasks import TaskService
 from taskservice.worker.budget import paid_slot
 from taskservice.worker.claims import ClaimLoop
@@ -73,6 +74,7 @@ class WorkerPool:
         self,
         *,
         service: TaskService,
+        inbox: TaskInbox,
         leases: LeaseStore,
         ledger: LedgerStore,
         executor: Executor,
@@ -82,6 +84,7 @@ class WorkerPool:
         tracing: Tracing | None = None,
     ) -> None:
         self.service = service
+        self.inbox = inbox
         self.tracing = tracing or Tracing(False)
         self.leases = leases
         self.ledger = ledger
@@ -269,6 +272,7 @@ class WorkerPool:
             ledger = self._ledgers[task.id] = RunLedger(
                 self.ledger,
                 self.service,
+                self.inbox,
                 task,
                 lease,
                 patience=self.settings.outcome_retry_seconds,

@@ -88,9 +88,7 @@ async def _events(responses: AsyncIterator[jsonrpc.Response]) -> AsyncIterator[S
 @router.post(PATH + "/", include_in_schema=False)
 async def a2a_rpc(request: Request) -> Response:
     caller = await get_caller(request)  # a missing or bad key is a 401, as on /v1
-    call = methods.Call(
-        A2AHandler(caller.service, caller.tenant), lambda: extended_card_for(request, caller)
-    )
+    call = methods.Call(a2a_handler(caller), lambda: extended_card_for(request, caller))
     version = request.headers.get(VERSION_HEADER, request.query_params.get(VERSION_HEADER))
     answer = await jsonrpc.respond(call, await request.body(), version)
     if isinstance(answer, jsonrpc.Stream):
@@ -122,6 +120,17 @@ async def card_for(request: Request, runtime: Runtime, *, extended: bool) -> dic
         extended=extended,
         v03_fields=runtime.settings.a2a_card_v03_fields,
         secured=not await runtime.auth.is_open(),
+    )
+
+
+def a2a_handler(caller: CallerContext) -> A2AHandler:
+    """The caller's A2A requests, through the use cases they act on."""
+    return A2AHandler(
+        caller.tenant,
+        service=caller.service,
+        inbox=caller.inbox,
+        webhooks=caller.webhooks,
+        settings=caller.settings,
     )
 
 

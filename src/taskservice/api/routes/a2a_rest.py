@@ -21,10 +21,9 @@ from starlette.routing import compile_path
 
 from taskservice.a2a import rest
 from taskservice.a2a.errors import A2AError, Kind
-from taskservice.a2a.handler import A2AHandler
 from taskservice.a2a.methods import Call, Events
 from taskservice.api.deps import get_caller
-from taskservice.api.routes.a2a import VERSION_HEADER, extended_card_for
+from taskservice.api.routes.a2a import VERSION_HEADER, a2a_handler, extended_card_for
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.api.streams import event_stream
 from taskservice.domain.errors import ServiceError
@@ -71,7 +70,7 @@ def _endpoint(operation: rest.Operation) -> Callable[[Request], Awaitable[Respon
             return _refused(request, exc)
         answer = await rest.respond(
             Call(
-                A2AHandler(caller.service, caller.tenant),
+                a2a_handler(caller),
                 lambda: extended_card_for(request, caller),
             ),
             operation,

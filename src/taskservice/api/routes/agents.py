@@ -19,7 +19,6 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"])
     summary="List agent profiles",
 )
 async def list_agents(caller: Caller) -> ProfileList:
-    profiles = caller.service.catalog.profiles.values()
     return ProfileList(
         agents=[
             ProfileOut(
@@ -31,6 +30,6 @@ async def list_agents(caller: Caller) -> ProfileList:
                 request_limit=p.request_limit,
                 output=p.output,
             )
-            for p in sorted(profiles, key=lambda p: p.name)
+            for p in caller.service.profiles()
         ]
     )

@@ -53,6 +53,7 @@ async def stream_events(
     return streams.event_stream(
         streams.tenant_events(
             service=caller.service,
+            settings=caller.settings,
             watermark=caller.watermark,
             tenant=caller.tenant,
             after=last_event_id if last_event_id is not None else after,

@@ -84,7 +84,9 @@ class Endpoint:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        request.state.mcp_handler = MCPHandler(caller.service, caller.tenant)
+        request.state.mcp_handler = MCPHandler(
+            caller.service, caller.inbox, caller.settings, caller.tenant
+        )
         transport: StreamableHTTPSessionManager = request.app.state.mcp
         await transport.handle_request(scope, replay, send)
 

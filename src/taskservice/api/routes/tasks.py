@@ -279,7 +279,7 @@ async def list_task_events(
     summary="Answer a task that waits for input",
 )
 async def provide_task_input(task_id: TaskId, body: InputGiven, caller: Caller) -> TaskOut:
-    task = await caller.service.inbox.answer(
+    task = await caller.inbox.answer(
         tenant=caller.tenant, task_id=task_id, answers=body.answers, answer=body.answer
     )
     return TaskOut.of(task)
@@ -303,7 +303,7 @@ async def provide_task_input(task_id: TaskId, body: InputGiven, caller: Caller) 
 )
 async def send_task_message(task_id: TaskId, body: FollowupIn, request: Request) -> Response:
     caller = await get_caller(request)
-    sent = await caller.service.inbox.send(
+    sent = await caller.inbox.send(
         tenant=caller.tenant, task_id=task_id, input=body.input, key=idempotency_key(request)
     )
     out = MessageSent.of(TaskOut.of(sent.task), sent.followup)
