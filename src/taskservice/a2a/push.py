@@ -28,8 +28,8 @@ from taskservice.a2a.shapes import View
 from taskservice.domain.errors import NotFound
 from taskservice.domain.models import Task
 from taskservice.domain.states import TaskState
-from taskservice.domain.webhooks import Subscription
-from taskservice.usecases.subscriptions import WebhookRequest, WebhookService
+from taskservice.domain.webhooks import Subscription, WebhookRequest
+from taskservice.usecases.subscriptions import WebhookService
 from taskservice.usecases.tasks import TaskService
 
 

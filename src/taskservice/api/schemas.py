@@ -14,8 +14,7 @@ from taskservice.domain.models import EventType, TaskEvent, Total
 from taskservice.domain.schedules import PRIORITY_MAX, PRIORITY_MIN
 from taskservice.domain.states import TaskState
 from taskservice.domain.views import TaskOut
-from taskservice.domain.webhooks import Delivery, Subscription
-from taskservice.usecases.subscriptions import DEFAULT_STATES, WebhookRequest
+from taskservice.domain.webhooks import DEFAULT_STATES, Delivery, Subscription, WebhookRequest
 
 NonEmptyText = Annotated[str, Field(min_length=1)]
 

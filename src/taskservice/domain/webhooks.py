@@ -1,14 +1,38 @@
-"""Webhooks as the domain sees them: a subscription (which states of which tasks go
-to which URL) and a delivery with its attempts. Stored and read by
-`db/webhook_subscriptions.py` and `db/webhook_deliveries.py`; registered through
-`usecases/subscriptions.py`; sent by `worker/webhook_dispatcher.py` and `webhooks/`."""
+"""Webhooks as the domain sees them: one asked for (`WebhookRequest`), a
+subscription (which states of which tasks go to which URL) and a delivery with its
+attempts. Stored and read by `db/webhook_subscriptions.py` and
+`db/webhook_deliveries.py`; registered through `usecases/subscriptions.py`; sent by
+`worker/webhook_dispatcher.py` and `webhooks/`."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from taskservice.domain.states import TaskState
+
+# What a caller usually acts on: the end of a task, or its question.
+DEFAULT_STATES = (
+    TaskState.INPUT_REQUIRED,
+    TaskState.COMPLETED,
+    TaskState.FAILED,
+    TaskState.CANCELLED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookRequest:
+    """A webhook asked for: a task's own (with the task, or added later), or a
+    tenant's. Checked when it is registered (`usecases/subscriptions.py`)."""
+
+    url: str
+    states: Sequence[TaskState] = DEFAULT_STATES
+    secret: str | None = None  # else one is generated
+    filters: Mapping[str, Any] = field(default_factory=dict)  # tenant-wide only
+    a2a: Mapping[str, Any] | None = None  # an A2A push notification config (a task's)
 
 
 @dataclass(frozen=True, slots=True)

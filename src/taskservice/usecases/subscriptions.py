@@ -11,7 +11,7 @@ import base64
 import binascii
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from taskservice.db.webhook_deliveries import DeliveryLog
@@ -19,30 +19,14 @@ from taskservice.db.webhook_subscriptions import SubscriptionStore
 from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
 from taskservice.domain.ids import parse_uuid, uuid7
 from taskservice.domain.states import TaskState
-from taskservice.domain.webhooks import Delivery, Subscription
+from taskservice.domain.webhooks import Delivery, Subscription, WebhookRequest
 from taskservice.settings import Settings
 from taskservice.webhooks import signing
 from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver
 
-# What a caller usually acts on: the end of a task, or its question.
-DEFAULT_STATES = (
-    TaskState.INPUT_REQUIRED,
-    TaskState.COMPLETED,
-    TaskState.FAILED,
-    TaskState.CANCELLED,
-)
 FILTER_KEYS = frozenset({"agents", "context_id", "metadata"})
 MAX_URL_LENGTH = 2048
 _SECRET_BYTES = (24, 64)
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookRequest:
-    url: str
-    states: Sequence[TaskState] = DEFAULT_STATES
-    secret: str | None = None  # else one is generated
-    filters: Mapping[str, Any] = field(default_factory=dict)  # tenant-wide only
-    a2a: Mapping[str, Any] | None = None  # an A2A push notification config (a task's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,12 +41,13 @@ from taskservice.domain.models import (
     Total,
 )
 from taskservice.domain.states import TaskState
+from taskservice.domain.webhooks import WebhookRequest
 from taskservice.following.deltas import LiveFeed
 from taskservice.following.follower import TaskFollower, moved_to
 from taskservice.following.hub import TaskWatchers
 from taskservice.settings import Settings
 from taskservice.usecases.submission import NewTasks
-from taskservice.usecases.subscriptions import Prepared, WebhookRequest, WebhookService
+from taskservice.usecases.subscriptions import Prepared, WebhookService
 
 # A cancel re-reads and retries when the task moved under it; the state machine has
 # few enough states that a handful of rounds always settles.
