@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.tables import task_events, tasks, webhook_subscriptions
 from taskservice.domain import jsonvalues
+from taskservice.domain.requests import TaskRequest
 from tests.conftest import ClientFactory, LiveFactory
 from tests.integration.helpers import count
 
@@ -144,7 +145,9 @@ async def test_a_value_too_deep_to_read_back_is_never_stored(
     async with make_client() as client:
         service = client.app.state.runtime.service  # type: ignore[attr-defined]
         with pytest.raises(jsonvalues.JsonRefused) as refused:
-            await service.submit(tenant="default", input=nested(jsonvalues.MAX_DEPTH + 50))
+            await service.submit(
+                TaskRequest(tenant="default", input=nested(jsonvalues.MAX_DEPTH + 50))
+            )
     assert refused.value.kind == "depth"
     await nothing_written(db)
 

@@ -31,10 +31,10 @@ from taskservice.a2a.push import PushConfigs, webhook_request
 from taskservice.a2a.shapes import ArtifactChunk, TaskUpdate, Update, View
 from taskservice.common.metrics import EVENT_STREAMS
 from taskservice.domain.agent_options import METADATA_KEYS
-from taskservice.domain.errors import Conflict
+from taskservice.domain.errors import Conflict, InvalidRequest
 from taskservice.domain.ids import encode_status_cursor
 from taskservice.domain.models import Delta, StatusQuery, Task, TaskEvent
-from taskservice.domain.schedules import check_priority, check_run_at
+from taskservice.domain.requests import TaskRequest
 from taskservice.domain.states import TaskState
 from taskservice.following.follower import moved_to
 from taskservice.settings import Settings
@@ -54,6 +54,20 @@ def _refused(kind: Kind, task: Task, why: str) -> A2AError:
 
 def _finished(task: Task) -> A2AError:
     return _refused(Kind.UNSUPPORTED_OPERATION, task, "it takes no more messages")
+
+
+# Scheduling comes by metadata, named as on REST (`domain.schedules`).
+_SCHEDULING = ("priority", "run_at")
+
+
+def _in_metadata(exc: InvalidRequest) -> InvalidRequest:
+    """A refused `priority` or `run_at` named where A2A gives it: in the metadata."""
+    field = exc.extensions.get("field")
+    if field not in _SCHEDULING:
+        return exc
+    return InvalidRequest(
+        f"metadata.{exc.detail}", **{**exc.extensions, "field": f"metadata.{field}"}
+    )
 
 
 class A2AHandler:
@@ -121,33 +135,33 @@ class A2AHandler:
         key = message_key(request)
         options = {**request.metadata, **(message.metadata or {})}
         agent, model = options.get("agent"), options.get("model")
-        # Scheduling by metadata, named as on REST (`scheduling`).
-        priority = check_priority(options.get("priority", 0), field="metadata.priority")
-        run_at = options.get("run_at")
-        run_at = check_run_at(run_at, field="metadata.run_at") if run_at is not None else None
-        task, _ = await self.service.submit(
-            tenant=self.tenant,
-            input=given,
-            agent=agent if isinstance(agent, str) else None,
-            model=model if isinstance(model, str) else None,
-            # The original design's agent keys (`system_prompt`, `model_name`,
-            # `config_name`) count as on REST: the use case applies them.
-            metadata={
-                "a2a": {"messageId": message.message_id},
-                **{key: options[key] for key in METADATA_KEYS if key in options},
-            },
-            # A message without a context starts one, named after the message so
-            # that a retry names the same one.
-            context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, key)),
-            # A retried message finds the task it created.
-            idempotency_key=key,
-            # Committed with the task: no state change is missed.
-            webhooks=[webhook_request(request.push)] if request.push is not None else (),
-            priority=priority,
-            run_at=run_at,
-            quiet=quiet,
-        )
-        return task
+        try:
+            new = TaskRequest(
+                tenant=self.tenant,
+                input=given,
+                agent=agent if isinstance(agent, str) else None,
+                model=model if isinstance(model, str) else None,
+                # The original design's agent keys (`system_prompt`, `model_name`,
+                # `config_name`) count as on REST: the use case applies them.
+                metadata={
+                    "a2a": {"messageId": message.message_id},
+                    **{key: options[key] for key in METADATA_KEYS if key in options},
+                },
+                # A message without a context starts one, named after the message so
+                # that a retry names the same one.
+                context_id=message.context_id or str(uuid.uuid5(_CONTEXTS, key)),
+                # A retried message finds the task it created.
+                idempotency_key=key,
+                # Committed with the task: no state change is missed.
+                webhooks=[webhook_request(request.push)] if request.push is not None else (),
+                # Scheduling by metadata: checked as the request is built.
+                priority=options.get("priority", 0),
+                run_at=options.get("run_at"),
+                quiet=quiet,
+            )
+        except InvalidRequest as exc:
+            raise _in_metadata(exc) from None
+        return (await self.service.submit(new)).task
 
     async def send(self, request: SendRequest) -> View:
         """The message's task; when the request waits, once the task is finished or

@@ -11,6 +11,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from taskservice.domain.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.domain.content import CONTEXT_ID_MAX_LENGTH
 from taskservice.domain.models import EventType, TaskEvent, Total
+from taskservice.domain.requests import TaskRequest
 from taskservice.domain.schedules import PRIORITY_MAX, PRIORITY_MIN
 from taskservice.domain.states import TaskState
 from taskservice.domain.views import TaskOut
@@ -269,6 +270,12 @@ class TaskCreate(TaskTemplate):
         "`pending` until then and is claimed within a second of it. Past or absent: at once.",
         examples=["2026-12-01T09:00:00Z"],
     )
+
+    def request(self, tenant: str, idempotency_key: str | None) -> TaskRequest:
+        """The submit this body asks for: each field is the request's of that name."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        fields["webhooks"] = tuple(hook.request() for hook in self.webhooks)
+        return TaskRequest(tenant=tenant, idempotency_key=idempotency_key, **fields)
 
 
 class CancelRequest(Request):

@@ -15,6 +15,7 @@ from typing import Any
 
 from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
 from taskservice.domain.models import EventType, Task, TaskEvent, TaskFilter
+from taskservice.domain.requests import TaskRequest
 from taskservice.mcp import profile_tools as tools
 from taskservice.mcp import tasks as mcp_tasks
 from taskservice.settings import Settings
@@ -108,7 +109,7 @@ class MCPHandler:
         context_id = arguments.get("context_id")
         if context_id is not None and not isinstance(context_id, str):
             raise InvalidRequest("`context_id` must be a string", field="context_id")
-        task, _ = await self.service.submit(
+        new = TaskRequest(
             tenant=self.tenant,
             input=arguments["input"],
             agent=name,
@@ -116,7 +117,7 @@ class MCPHandler:
             metadata={"mcp": {"tool": name, **({"ttl_ms": ttl_ms} if ttl_ms else {})}},
             quiet=True,  # MCP carries no live output: streamed once a stream asks
         )
-        return task
+        return (await self.service.submit(new)).task
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None, progress: Progress | None = None

@@ -32,6 +32,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from taskservice.domain.errors import InvalidRequest
 from taskservice.domain.ids import parse_uuid
 from taskservice.domain.models import Followup, Task
+from taskservice.domain.requests import TaskRequest
 from taskservice.settings import OFFLINE_MODEL
 from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.tasks import TaskService
@@ -137,8 +138,13 @@ class MessageRouter:
             if picked is not None:
                 sent = await inbox.send_to(picked, input=text)
                 return Routed(sent.task, "model", choice.confidence, choice.reason, sent.followup)
-            created, _ = await self.service.submit(tenant=tenant, input=text, context_id=context_id)
+            created = await self._new(tenant=tenant, text=text, context_id=context_id)
             reason = choice.reason or "a new request"
             return Routed(created, "model", choice.confidence, reason, new=True)
-        created, _ = await self.service.submit(tenant=tenant, input=text, context_id=context_id)
+        created = await self._new(tenant=tenant, text=text, context_id=context_id)
         return Routed(created, "new", 1.0, "no task in the context takes the message", new=True)
+
+    async def _new(self, *, tenant: str, text: str, context_id: str | None) -> Task:
+        """A new task for the message: no task it reaches takes it."""
+        request = TaskRequest(tenant=tenant, input=text, context_id=context_id)
+        return (await self.service.submit(request)).task

@@ -23,6 +23,7 @@ from taskservice.db.tasks import task_params
 from taskservice.domain.errors import Conflict, InvalidRequest, NotFound, ServiceError
 from taskservice.domain.ids import parse_uuid, uuid7
 from taskservice.domain.models import NewTask
+from taskservice.domain.requests import TaskRequest
 from taskservice.domain.schedules import Cron, MissedPolicy, Schedule, plan
 from taskservice.usecases.submission import NewTasks
 
@@ -145,16 +146,17 @@ class ScheduleService:
         template = dict(schedule.task)
         metadata = dict(template.pop("metadata", None) or {})
         metadata["scheduled_by"] = {"schedule_id": str(schedule.id), "slot": slot.isoformat()}
-        return await self.new_tasks.prepare(
+        request = TaskRequest(
             tenant=schedule.tenant,
             **template,
             metadata=metadata,
             idempotency_key=f"schedule:{schedule.id}:{slot.isoformat()}",
         )
+        return await self.new_tasks.prepare(request)
 
     async def _check_template(self, tenant: str, task: dict[str, Any]) -> None:
         try:
-            await self.new_tasks.prepare(tenant=tenant, **task)
+            await self.new_tasks.prepare(TaskRequest(tenant=tenant, **task))
         except InvalidRequest as exc:
             field = exc.extensions.get("field")
             exc.extensions["field"] = f"task.{field}" if field else "task"

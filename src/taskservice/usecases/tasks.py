@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from taskservice.agents.catalog import AgentCatalog, AgentProfile
@@ -40,14 +41,26 @@ from taskservice.domain.models import (
     TaskPage,
     Total,
 )
+from taskservice.domain.requests import TaskRequest
 from taskservice.domain.states import TaskState
-from taskservice.domain.webhooks import WebhookRequest
+from taskservice.domain.webhooks import Subscription
 from taskservice.following.deltas import LiveFeed
 from taskservice.following.follower import TaskFollower, moved_to
 from taskservice.following.hub import TaskWatchers
 from taskservice.settings import Settings
 from taskservice.usecases.submission import NewTasks
-from taskservice.usecases.subscriptions import Prepared, WebhookService
+from taskservice.usecases.subscriptions import WebhookService
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """What a submit made: the task; whether it was created (False: the idempotency
+    key's task from before); the task's webhooks, with their secrets."""
+
+    task: Task
+    created: bool
+    webhooks: tuple[Subscription, ...] = ()
+
 
 # A cancel re-reads and retries when the task moved under it; the state machine has
 # few enough states that a handful of rounds always settles.
@@ -93,58 +106,37 @@ class TaskService:
             store=store, catalog=catalog, settings=settings, tracing=self.tracing
         )
 
-    async def submit(
-        self,
-        *,
-        tenant: str,
-        input: Any,
-        system_prompt: str | None = None,
-        agent: str | None = None,
-        model: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        parent_id: uuid.UUID | None = None,
-        context_id: str | None = None,
-        max_attempts: int | None = None,
-        timeout_seconds: float | None = None,
-        idempotency_key: str | None = None,
-        webhooks: Sequence[WebhookRequest] = (),
-        detached: bool = False,
-        priority: Any = 0,
-        run_at: Any = None,
-        quiet: bool = False,
-    ) -> tuple[Task, bool]:
-        """Create a pending task. Returns (task, created); created is False when the
-        idempotency key was used before with the same request.
+    async def submit(self, request: TaskRequest) -> Submitted:
+        """Create a pending task, or (`Submitted.created` False) find the one the
+        idempotency key was used for before with the same request.
 
-        `webhooks` become the task's own subscriptions, committed with the task, so
-        no state change can happen before they exist. `quiet`: the caller waits for
-        the outcome without a stream, so the task's model responses are not streamed
-        until a stream asks for them (`Task.quiet`). Everything else is checked by
-        `NewTasks.prepare`, whichever transport parsed it."""
-        if webhooks and self.webhooks is None:
+        `request.webhooks` become the task's own subscriptions, committed with the
+        task, so no state change can happen before they exist; they come back with
+        their secrets (a replay reads them again: it answers the same request as
+        before). Everything else is checked by `NewTasks.prepare`, whichever
+        transport built the request."""
+        if request.webhooks and self.webhooks is None:
             raise InvalidRequest("webhooks are not available here", field="webhooks")
-        new = await self.new_tasks.prepare(
-            tenant=tenant,
-            input=input,
-            system_prompt=system_prompt,
-            agent=agent,
-            model=model,
-            metadata=metadata,
-            parent_id=parent_id,
-            context_id=context_id,
-            max_attempts=max_attempts,
-            timeout_seconds=timeout_seconds,
-            idempotency_key=idempotency_key,
-            webhooks=webhooks,
-            detached=detached,
-            priority=priority,
-            run_at=run_at,
-            quiet=quiet,
-        )
-        prepared = await self.webhooks.prepare_all(webhooks) if self.webhooks else []
-        return await self._create(
-            new, also=self._subscriber(tenant, prepared) if prepared else None
-        )
+        new = await self.new_tasks.prepare(request)
+        if not request.webhooks or self.webhooks is None:
+            task, created = await self._create(new)
+            return Submitted(task, created)
+        webhooks = self.webhooks
+        prepared = await webhooks.prepare_all(request.webhooks)
+        made: list[Subscription] = []
+
+        async def subscribe(conn: Any, task_id: uuid.UUID) -> None:
+            made[:] = await webhooks.insert_for_task(
+                conn, tenant=request.tenant, task_id=task_id, prepared=prepared
+            )
+
+        task, created = await self._create(new, also=subscribe)
+        if not created:
+            subs = await webhooks.subscriptions(
+                tenant=task.tenant, task_id=task.id, before=None, limit=100
+            )
+            made = subs[::-1]  # oldest first, as registered
+        return Submitted(task, created, tuple(made))
 
     async def spawn(
         self,
@@ -195,15 +187,6 @@ class TaskService:
                 task_id=str(task.id),
             )
         return task, created
-
-    def _subscriber(self, tenant: str, prepared: list[Prepared]) -> AlsoWrite:
-        webhooks = self.webhooks
-        assert webhooks is not None
-
-        async def subscribe(conn: Any, task_id: uuid.UUID) -> None:
-            await webhooks.insert_for_task(conn, tenant=tenant, task_id=task_id, prepared=prepared)
-
-        return subscribe
 
     async def get(self, *, tenant: str, task_id: str | uuid.UUID) -> Task:
         parsed = task_id if isinstance(task_id, uuid.UUID) else parse_uuid(task_id)

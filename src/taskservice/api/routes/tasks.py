@@ -94,34 +94,16 @@ def json_response(
 )
 async def create_task(body: TaskCreate, request: Request) -> Response:
     caller = await get_caller(request)
-    task, created = await caller.service.submit(
-        tenant=caller.tenant,
-        input=body.input,
-        system_prompt=body.system_prompt,
-        agent=body.agent,
-        model=body.model,
-        metadata=body.metadata,
-        parent_id=body.parent_id,
-        detached=body.detached,
-        context_id=body.context_id,
-        max_attempts=body.max_attempts,
-        timeout_seconds=body.timeout_seconds,
-        idempotency_key=idempotency_key(request),
-        webhooks=[hook.request() for hook in body.webhooks],
-        priority=body.priority,
-        run_at=body.run_at,
-    )
+    submitted = await caller.service.submit(body.request(caller.tenant, idempotency_key(request)))
+    task = submitted.task
     headers = {"Location": f"/v1/tasks/{task.id}"}
-    if not created:
+    if not submitted.created:
         headers["Idempotent-Replayed"] = "true"
     out = TaskCreated.of(task)
-    if body.webhooks:
-        # A replay shows the secrets again: it answers the same request as before.
-        subs = await caller.webhooks.subscriptions(
-            tenant=caller.tenant, task_id=task.id, before=None, limit=100
-        )
-        out.webhooks = [WebhookWithSecret.of(sub) for sub in reversed(subs)]
-    return json_response(out, status.HTTP_201_CREATED if created else status.HTTP_200_OK, headers)
+    # A replay shows the secrets again: it answers the same request as before.
+    out.webhooks = [WebhookWithSecret.of(sub) for sub in submitted.webhooks]
+    status_code = status.HTTP_201_CREATED if submitted.created else status.HTTP_200_OK
+    return json_response(out, status_code, headers)
 
 
 @router.get(
