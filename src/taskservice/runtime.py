@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from pydantic_ai.models import Model
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.agents.catalog import AgentCatalog, load_plugins
+from taskservice.agents.catalog import AgentCatalog
+from taskservice.agents.profiles import load_plugins
 from taskservice.agents.tools import ToolFunction
 from taskservice.common import metrics
 from taskservice.common.tracing import Tracing

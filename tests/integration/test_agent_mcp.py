@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from taskservice.agents.catalog import ProfileError
+from taskservice.agents.profiles import ProfileError
 from tests.conftest import ClientFactory, wait_for
 from tests.fakes.loopback import free_port
 

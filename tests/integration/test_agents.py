@@ -22,7 +22,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.agents.catalog import ProfileError
+from taskservice.agents.profiles import ProfileError
 from taskservice.db.steps import LedgerStore
 from tests.conftest import ClientFactory
 from tests.integration.helpers import QUICK_RECOVERY, until_state, worker_dies

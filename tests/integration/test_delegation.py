@@ -29,7 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.agents.catalog import ProfileError
+from taskservice.agents.profiles import ProfileError
 from tests.conftest import ClientFactory, LiveFactory, fresh_database, wait_for
 from tests.fakes.a2a_sdk_agent import SdkAgent, sdk_agent
 from tests.fakes.faulty_proxy import faulty_proxy

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from taskservice.agents.catalog import AgentProfile
+from taskservice.agents.profiles import AgentProfile
 from taskservice.domain.errors import InvalidRequest
 from taskservice.mcp.handler import PAGE_SIZE, MCPHandler
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from taskservice.agents.catalog import ProfileError, load_profiles
+from taskservice.agents.profiles import ProfileError, load_profiles
 from taskservice.agents.tools import BUILTIN_TOOLS
 from taskservice.settings import Settings
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from taskservice.agents.catalog import AgentProfile
+from taskservice.agents.profiles import AgentProfile
 
 JSONRPC, HTTP_JSON = "JSONRPC", "HTTP+JSON"
 

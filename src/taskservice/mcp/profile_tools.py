@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from taskservice.agents.catalog import AgentProfile
+from taskservice.agents.profiles import AgentProfile
 from taskservice.domain.content import CONTEXT_ID_MAX_LENGTH
 from taskservice.domain.models import Task
 from taskservice.domain.states import TaskState
