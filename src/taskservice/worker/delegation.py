@@ -43,6 +43,9 @@ transport error is retried with backoff (the task's timeout bounds the whole
 delegation); the card's URL and every URL called are checked like webhook targets
 (`webhooks.targets`: https unless allowed, no internal address unless allow-listed),
 and connected to only at the addresses checked (`webhooks.http.CheckedTransport`).
+The calls and when they are tried again are in `remote_calls.py`; what a remote
+task says (its texts, its result, the answer shown as it grows), in
+`remote_answers.py`.
 """
 
 from __future__ import annotations
@@ -50,21 +53,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
-from contextlib import aclosing, asynccontextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from functools import partial
 from typing import Any, cast
 
 import certifi
 import httpx
-from a2a.client import Client, ClientConfig, create_client
-from a2a.client.card_resolver import parse_agent_card
-from a2a.helpers.proto_helpers import get_data_parts
-from a2a.server.tasks.task_manager import append_artifact_to_task
+from a2a.client import Client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -78,16 +76,12 @@ from a2a.types import (
 )
 from a2a.types import Task as RemoteTask
 from a2a.types import TaskState as RemoteState
-from a2a.utils.constants import TransportProtocol
-from a2a.utils.errors import A2AError, InternalError
+from a2a.utils.errors import A2AError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    PartDeltaEvent,
-    PartStartEvent,
     TextPart,
-    TextPartDelta,
     UserPromptPart,
 )
 from pydantic_ai.usage import RunUsage
@@ -96,25 +90,33 @@ from taskservice.agents.remote import RemoteAgent
 from taskservice.domain.content import as_text
 from taskservice.domain.models import Task
 from taskservice.settings import Settings
-from taskservice.webhooks.http import CheckedTransport
 from taskservice.webhooks.targets import AllowList, UnsafeTarget
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput
 from taskservice.worker.outcomes import Completed, Ended, Failed, NeedsInput
+from taskservice.worker.remote_answers import (
+    Answer,
+    answer_text,
+    applied,
+    content,
+    result,
+    state_name,
+    status_text,
+)
+from taskservice.worker.remote_calls import (
+    Link,
+    RemoteError,
+    collect,
+    open_link,
+    retried,
+    set_deadline,
+    unavailable,
+)
 
 log = logging.getLogger(__name__)
 
 _FIRST_POLL = 0.25  # seconds; doubled after each poll that found it unsettled …
 _LAST_POLL = 2.0  # … up to this
-# A call the remote could not take for now (no answer, a 5xx, a 408 or 429, a
-# JSON-RPC internal error) is tried again with backoff, doubling from the first
-# delay up to the last, or after the remote's `Retry-After` when it is longer, until
-# the attempt's timeout is this close: then the task fails, `remote_unavailable`.
-_FIRST_RETRY = 0.2  # seconds
-_LAST_RETRY = 5.0
-_RETRY_MARGIN = 1.0  # seconds before the attempt's timeout (at most a tenth of it)
-_UNAVAILABLE_STATUS = frozenset({408, 429})  # and every 5xx
-_deadline: ContextVar[float] = ContextVar("delegation_deadline")  # of the run, loop time
 _CANCEL_SECONDS = 10.0  # for the remote to take a cancel
 _FAILED = {
     RemoteState.TASK_STATE_FAILED: "remote_failed",
@@ -139,123 +141,7 @@ _LISTED_PAGE = 100
 # task whose first message is further back than that is not found, and the message
 # is sent again, for the remote to recognise as a retry.
 _LISTED_HISTORY = 100
-# The bindings spoken, in order of preference when a card offers several (the card's
-# own order decides, as the SDK recommends; gRPC would need the SDK's grpc extra).
-_BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
 REMOTE_QUESTION = "remote_question"  # the `tool` of a question a remote agent asked
-
-
-class RemoteError(Exception):
-    """The remote agent refused the call, or stayed unavailable until the attempt's
-    timeout drew near (`unavailable`): the task fails."""
-
-    def __init__(self, message: str, *, unavailable: bool = False) -> None:
-        super().__init__(message)
-        self.unavailable = unavailable
-
-
-def _status_text(task: RemoteTask) -> str:
-    """The text of the task's status message, its parts a line apart."""
-    if not task.status.HasField("message"):
-        return ""
-    return "\n".join(part.text for part in task.status.message.parts if part.text)
-
-
-def _state_name(state: int) -> str:
-    return str(RemoteState.Name(state)).removeprefix("TASK_STATE_").lower()
-
-
-def _joined(groups: Iterable[Sequence[Part]]) -> str:
-    """The text of groups of parts (artifacts): a group's text parts run on (an
-    artifact streamed in chunks is one text, whose chunks its parts are), groups a
-    line apart."""
-    texts = ("".join(part.text for part in parts) for parts in groups)
-    return "\n".join(text for text in texts if text)
-
-
-def _answer_text(task: RemoteTask) -> str:
-    """The text of the task's artifacts."""
-    return _joined(artifact.parts for artifact in task.artifacts)
-
-
-def _content(groups: Sequence[Sequence[Part]]) -> Any:
-    """What groups of parts (artifacts, or a message's parts) say, as a result: their
-    text; or, when they hold data and no text, the data (one value, or the list of
-    them); None when neither."""
-    text = _joined(groups)
-    if text:
-        return text
-    data = [value for parts in groups for value in get_data_parts(parts)]
-    if data:
-        return _whole(data[0] if len(data) == 1 else data)
-    return None
-
-
-def _result(task: RemoteTask) -> Any:
-    """A completed remote task's answer, as this task's result: what its artifacts
-    say, else its status message's text."""
-    found = _content([artifact.parts for artifact in task.artifacts])
-    return _status_text(task) if found is None else found
-
-
-def _whole(value: Any) -> Any:
-    """`value` with its whole numbers as integers again (a data part's numbers are
-    doubles on the wire: 3 arrives as 3.0)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
-        return int(value)
-    if isinstance(value, list):
-        return [_whole(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _whole(item) for key, item in value.items()}
-    return value
-
-
-def _applied(task: RemoteTask, event: StreamResponse) -> RemoteTask:
-    """`task` as an event of its stream leaves it."""
-    if event.HasField("task"):
-        return event.task
-    if event.HasField("status_update"):
-        task.status.CopyFrom(event.status_update.status)
-    elif event.HasField("artifact_update"):
-        append_artifact_to_task(task, event.artifact_update)
-    return task
-
-
-def _unreachable(exc: Exception) -> bool:
-    """The call got no answer (the SDK says so with the transport's error as the
-    cause), as opposed to an answer refusing it."""
-    return isinstance(exc, httpx.TransportError) or isinstance(exc.__cause__, httpx.TransportError)
-
-
-def _unavailable(exc: Exception) -> float | None:
-    """How long the remote asks to be left alone (its `Retry-After`, 0 when it does
-    not say) when `exc` says it cannot take the call for now: no answer, a 5xx, a
-    408 or 429, a JSON-RPC internal error. None: it refused the call."""
-    if _unreachable(exc) or isinstance(exc, InternalError):
-        return 0.0
-    answered = exc if isinstance(exc, httpx.HTTPStatusError) else exc.__cause__
-    if not isinstance(answered, httpx.HTTPStatusError):
-        return None
-    response = answered.response
-    if response.status_code < 500 and response.status_code not in _UNAVAILABLE_STATUS:
-        return None
-    return _retry_after(response.headers.get("Retry-After"))
-
-
-def _retry_after(value: str | None) -> float:
-    """`Retry-After` in seconds: delta-seconds, or an HTTP date (RFC 9110); 0 when
-    absent or unreadable."""
-    if not value:
-        return 0.0
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,50 +149,6 @@ class _AnsweredAtOnce:
     """The remote answered the message with a message, not a task: its content."""
 
     result: Any
-
-
-@dataclass(slots=True)
-class _Link:
-    """The SDK's clients of a remote agent: `client` for calls, `streams` for
-    following a task by stream (None: the agent's card says it does not stream)."""
-
-    client: Client
-    streams: Client | None
-
-
-@dataclass(slots=True)
-class _Answer:
-    """The remote's answer as it is written, as this task's live output: the text of
-    its artifacts, which chunks extend. A text that knows less than was shown (a
-    task's snapshot, read again, without the chunks so far) is passed over; one that
-    neither begins with what was shown nor is its beginning ends the streaming (the
-    complete answer, persisted, says it all)."""
-
-    live: LiveOutput | None
-    position: int  # the message the answer will be: the response after the prompt
-    shown: str = ""
-    diverged: bool = False
-
-    def show(self, text: str) -> None:
-        if self.live is None or self.live.quiet or self.diverged or self.shown.startswith(text):
-            return
-        if not text.startswith(self.shown):
-            self.diverged = True
-            return
-        if not self.shown:
-            self.live.begin(self.position)
-            self.live.feed(PartStartEvent(index=0, part=TextPart(text)))
-        else:
-            delta = TextPartDelta(content_delta=text[len(self.shown) :])
-            self.live.feed(PartDeltaEvent(index=0, delta=delta))
-        self.shown = text
-
-    async def end(self, result: str) -> None:
-        """The answer is complete: its rest is sent, before it is persisted."""
-        if self.live is None or not self.shown:
-            return
-        self.show(result)
-        await self.live.end()
 
 
 class Delegator:
@@ -324,12 +166,13 @@ class Delegator:
     ) -> Ended:
         """`live`: where the answer's chunks go as they arrive (None: nowhere)."""
         state = dict(task.remote or {})
-        answer = _Answer(live, position=ledger.position + 1)
+        answer = Answer(live, position=ledger.position + 1)
         timeout = task.timeout_seconds or self.task_timeout
-        margin = min(_RETRY_MARGIN, timeout / 10)
-        _deadline.set(asyncio.get_running_loop().time() + timeout - margin)
+        set_deadline(timeout)
         try:
-            async with self._link(agent) as link:
+            async with open_link(
+                agent, allow=self.allow, allow_http=self.allow_http, ssl_context=self.ssl
+            ) as link:
                 client = link.client
                 remote = await self._remote_task(task, ledger, agent, client, state)
                 if isinstance(remote, _AnsweredAtOnce):
@@ -345,8 +188,8 @@ class Delegator:
             return Failed({"type": "remote_unavailable", "message": str(exc)}, ledger.usage)
         settled = remote.status.state
         if settled == RemoteState.TASK_STATE_COMPLETED:
-            return await self._completed(task, ledger, _result(remote), answer)
-        said = _status_text(remote)
+            return await self._completed(task, ledger, result(remote), answer)
+        said = status_text(remote)
         if settled == RemoteState.TASK_STATE_INPUT_REQUIRED:
             return await self._ask(ledger, remote, state, said)
         if settled == RemoteState.TASK_STATE_AUTH_REQUIRED:
@@ -358,7 +201,7 @@ class Delegator:
             return Failed({"type": "remote_auth_required", "message": message}, ledger.usage)
         error = {
             "type": _FAILED.get(settled, "remote_failed"),
-            "message": f"the remote agent's task {remote.id} ended {_state_name(settled)}"
+            "message": f"the remote agent's task {remote.id} ended {state_name(settled)}"
             + (f": {said}" if said else ""),
             "remote_task_id": remote.id,
         }
@@ -403,7 +246,7 @@ class Delegator:
             )
             request = SendMessageRequest(message=message)
             request.configuration.return_immediately = True
-            answers = await self._retried(partial(_collect, client, request))
+            answers = await retried(partial(collect, client, request))
             remote = next((a.task for a in answers if a.HasField("task")), remote)
         del state["question"]
         state["answered"] = int(state.get("answered", 0)) + 1
@@ -422,7 +265,7 @@ class Delegator:
         claim before this one got its id), or the remote's answer when it answered
         with a message and no task. `state` (the task's `remote`) is kept current."""
         if "task_id" in state:
-            followed: RemoteTask = await self._retried(
+            followed: RemoteTask = await retried(
                 partial(client.get_task, GetTaskRequest(id=state["task_id"]))
             )
             return followed
@@ -449,16 +292,16 @@ class Delegator:
             message.metadata.update({"skill": agent.skill})
         request = SendMessageRequest(message=message)
         request.configuration.return_immediately = True
-        answers = await self._retried(partial(_collect, client, request))
+        answers = await retried(partial(collect, client, request))
         for answer in answers:
             if answer.HasField("task"):
                 remote: RemoteTask = answer.task
                 state["task_id"] = remote.id
-                line = f"delegated to remote task {remote.id} ({_state_name(remote.status.state)})"
+                line = f"delegated to remote task {remote.id} ({state_name(remote.status.state)})"
                 await ledger.note_remote(state, line)
                 return remote
             if answer.HasField("message"):
-                said = _content([answer.message.parts])
+                said = content([answer.message.parts])
                 return _AnsweredAtOnce("" if said is None else said)
         raise RemoteError("the remote agent answered the message with neither a task nor a message")
 
@@ -469,7 +312,7 @@ class Delegator:
         message's id): a remote that does not recognise a resent `messageId` gets it
         once all the same. None when none is listed or the remote cannot list (0.3,
         a refusal): sent again. A remote unavailable for the search is tried again
-        (`_retried`), and should it stay so the task fails: a message is never sent
+        (`retried`), and should it stay so the task fails: a message is never sent
         again for want of a search."""
         if "sending_at" not in state:
             return None
@@ -481,7 +324,7 @@ class Delegator:
             )
             request.status_timestamp_after.FromDatetime(since)
             try:
-                page = await self._retried(partial(client.list_tasks, request))
+                page = await retried(partial(client.list_tasks, request))
             except RemoteError as exc:
                 if exc.unavailable:
                     raise  # not sent again on a search that did not happen
@@ -500,7 +343,7 @@ class Delegator:
         return None
 
     async def _until_settled(
-        self, ledger: RunLedger, link: _Link, remote: RemoteTask, answer: _Answer
+        self, ledger: RunLedger, link: Link, remote: RemoteTask, answer: Answer
     ) -> RemoteTask:
         """The remote task once it settled (ended, or waits for input), followed by
         stream when the agent streams, else polled; each state it is seen in on the
@@ -517,13 +360,13 @@ class Delegator:
                 try:
                     async with aclosing(stream) as events:
                         async for event in events:
-                            remote = _applied(remote, event)
+                            remote = applied(remote, event)
                             seen = await self._seen(ledger, remote, seen)
-                            answer.show(_answer_text(remote))
+                            answer.show(answer_text(remote))
                             if remote.status.state in _SETTLED:
                                 break
                 except (httpx.TransportError, A2AError) as exc:
-                    if _unavailable(exc) is None:  # refused, not unavailable for now
+                    if unavailable(exc) is None:  # refused, not unavailable for now
                         log.info("remote task %s: no stream (%s); polling it", remote.id, exc)
                         streams = None
             if remote.status.state not in _SETTLED:  # polled, or a stream ended or broke
@@ -531,9 +374,9 @@ class Delegator:
                 delay = min(delay * 2, _LAST_POLL)
             # What counts: the task as the remote has it (a stream may have missed some).
             get = partial(link.client.get_task, GetTaskRequest(id=remote.id))
-            remote = await self._retried(get)
+            remote = await retried(get)
             seen = await self._seen(ledger, remote, seen)
-            answer.show(_answer_text(remote))
+            answer.show(answer_text(remote))
         return remote
 
     async def _seen(
@@ -541,10 +384,10 @@ class Delegator:
     ) -> tuple[int, str]:
         """The remote task's state and status message, a `log` line when they are
         not `seen` (the last logged)."""
-        status = (remote.status.state, _status_text(remote))
+        status = (remote.status.state, status_text(remote))
         if status != seen:
             said = f": {status[1]}" if status[1] else ""
-            await ledger.log("info", f"remote task {remote.id} is {_state_name(status[0])}{said}")
+            await ledger.log("info", f"remote task {remote.id} is {state_name(status[0])}{said}")
         return status
 
     async def _cancel(self, client: Client, task: Task, remote_id: str) -> None:
@@ -559,7 +402,7 @@ class Delegator:
             log.info("task %s: cancelled; so is remote task %s", task.id, remote_id)
 
     async def _completed(
-        self, task: Task, ledger: RunLedger, result: Any, answer: _Answer
+        self, task: Task, ledger: RunLedger, result: Any, answer: Answer
     ) -> Completed:
         """The remote's answer (a text, or data) as this task's result (its live
         output ended), and its conversation recorded as a local run's would be."""
@@ -571,86 +414,3 @@ class Delegator:
         ]
         await ledger.sync(conversation, RunUsage(), final=True)
         return Completed(result, ledger.usage)
-
-    async def _retried(self, call: Any) -> Any:
-        """`call()`, tried again with backoff while the remote cannot take it for now
-        (`_unavailable`), honouring its `Retry-After`, until the attempt's timeout
-        draws near; a refusal (a 4xx, an A2A error) is final at once."""
-        loop = asyncio.get_running_loop()
-        deadline = _deadline.get(loop.time())
-        delay = _FIRST_RETRY
-        tries = 0
-        while True:
-            tries += 1
-            try:
-                return await call()
-            except (httpx.TransportError, httpx.HTTPStatusError, A2AError) as exc:
-                asked = _unavailable(exc)
-                if asked is None:
-                    raise RemoteError(f"the remote agent refused the call: {exc}") from exc
-                wait = max(delay, asked)
-                if loop.time() + wait > deadline:
-                    raise RemoteError(
-                        f"the remote agent stayed unavailable ({tries} tries): {exc}",
-                        unavailable=True,
-                    ) from exc
-                log.info("remote agent unavailable (%s); trying again in %.1f s", exc, wait)
-                await asyncio.sleep(wait)
-                delay = min(delay * 2, _LAST_RETRY)
-
-    @asynccontextmanager
-    async def _link(self, agent: RemoteAgent) -> AsyncIterator[_Link]:
-        """The SDK's clients for the agent, from its card (read for each delegation:
-        a card that changed holds at once), every request's URL checked first and
-        its connection pinned to the addresses checked (`CheckedTransport`)."""
-        headers = {"Authorization": f"Bearer {token}"} if (token := agent.token()) else {}
-        checked = CheckedTransport(
-            allow=self.allow, allow_http=self.allow_http, ssl_context=self.ssl
-        )
-        async with httpx.AsyncClient(
-            transport=checked, timeout=httpx.Timeout(30, connect=10), headers=headers
-        ) as http:
-            try:
-                response = await self._retried(partial(_card, http, agent.card))
-                card = parse_agent_card(response.json())
-            except (RemoteError, ValueError) as exc:
-                unavailable = isinstance(exc, RemoteError) and exc.unavailable
-                raise RemoteError(
-                    f"cannot read the agent card at {agent.card}: {exc}", unavailable=unavailable
-                ) from exc
-            # Messages are sent without a stream (the send returns once the remote
-            # task exists, whose id is then written); tasks are followed by one.
-            try:
-                client = await create_client(card, client_config=_config(http, streaming=False))
-                streams = None
-                if card.capabilities.streaming:
-                    config = _config(http, streaming=True)
-                    streams = await create_client(card, client_config=config)
-            except ValueError as exc:  # the SDK: "no compatible transports found"
-                offered = ", ".join(sorted({i.protocol_binding for i in card.supported_interfaces}))
-                raise RemoteError(
-                    f"the agent card at {agent.card} offers no interface spoken here "
-                    f"({offered or 'none'}; spoken: {', '.join(_BINDINGS)}): {exc}"
-                ) from exc
-            try:
-                yield _Link(client, streams)
-            finally:
-                await client.close()
-                if streams is not None:
-                    await streams.close()
-
-
-def _config(http: httpx.AsyncClient, *, streaming: bool) -> ClientConfig:
-    return ClientConfig(
-        streaming=streaming, httpx_client=http, supported_protocol_bindings=list(_BINDINGS)
-    )
-
-
-async def _card(http: httpx.AsyncClient, url: str) -> httpx.Response:
-    response = await http.get(url)
-    response.raise_for_status()  # a 5xx is tried again (`_retried`), a 4xx is final
-    return response
-
-
-async def _collect(client: Client, request: SendMessageRequest) -> list[Any]:
-    return [answer async for answer in client.send_message(request)]
