@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.leases import _CLAIM, LeaseStore
+from taskservice.db.claims import CLAIM as _CLAIM
+from taskservice.db.leases import LeaseStore
 from taskservice.db.sql import GENERIC_PLANS
 from taskservice.db.steps import _finish_statement
 from taskservice.db.tasks import TaskStore

@@ -5,9 +5,10 @@
   statements on an asyncpg pool, for hot paths); `notify` (LISTEN/NOTIFY and the
   connections outside the pools); `outage` (one warning per fault).
 - Stores, one per table family: `store` (tasks and their events), `submits` (batched
-  submits), `leases` (claim, heartbeat, release, reaper), `ledger` (a run's messages
-  and tool calls), `webhooks` (subscriptions and the delivery outbox), `keys`,
-  `live` (the live output of streaming runs), `overview` (a tenant at a glance).
+  submits), `leases` (claim, heartbeat, release, reaper; the claim's statement in
+  `claims`), `ledger` (a run's messages and tool calls), `webhooks` (subscriptions
+  and the delivery outbox), `keys`, `live` (the live output of streaming runs),
+  `overview` (a tenant at a glance).
 
 What a write fires, besides its own rows: every INSERT into `task_events` runs two
 triggers (see `notify`): `task_events_notify` NOTIFYs `taskservice_events`, and
