@@ -7,11 +7,8 @@ that records such a message also counts it as read (`tasks.followups_read`), so 
 run that stops first leaves it for the next one to deliver.
 
 Resuming (after input arrived, or after a worker died) continues the persisted
-conversation. Tool calls the last model response asked for are settled from the
-ledger: a completed call returns its recorded result (never executed again), a call
-that was in progress when its worker died is marked failed as "interrupted" and
-reported to the model as such, an answered question returns its answer, and a
-call that never started runs now.
+conversation, the tool calls the last model response asked for settled from the
+ledger (`resume.py`: what is settled how, and the `log` lines that say so).
 """
 
 from __future__ import annotations
@@ -20,26 +17,24 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelResponse,
     ToolCallPart,
-    ToolReturn,
 )
 from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolResults
 
-from taskservice.agents.tools import ASK_AGENT, ASK_USER, LogLevel, RunHooks, asked_outcome
+from taskservice.agents.tools import LogLevel, RunHooks
 from taskservice.common.metrics import MODEL_REQUESTS, MODEL_TOKENS
 from taskservice.db import retried, unsent
-from taskservice.db.sql import Row
 from taskservice.db.steps import Finished, LedgerStore
 from taskservice.domain.models import Lease, Task
 from taskservice.domain.states import TaskState
 from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.tasks import TaskService
+from taskservice.worker.resume import INTERRUPTED, resumed, settled
 from taskservice.worker.turns import (
     complete_turns,
     followup_request,
@@ -53,7 +48,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-INTERRUPTED = "interrupted: the worker running this tool call stopped before it reported back"
 # A task's event_seq when its first claim has just written `running`: 1 `pending`, 2
 # `running`.
 _FIRST_CLAIM_SEQ = 2
@@ -65,45 +59,6 @@ def _merge(
     if staged is None:
         return rows
     return {key: staged[key] + rows[key] for key in rows}
-
-
-# How a released task was given back (`released` events' `reason`).
-_RELEASED_BECAUSE = {
-    "shutdown": "it was shutting down",
-    "outcome_unwritten": "it could not record the outcome",
-    "ledger_unwritten": "it could not record the run's progress",
-}
-
-
-def _resumed(attempt: int, cause: Row | None, messages: int) -> tuple[LogLevel, str]:
-    """The `log` line of a resumed attempt: from what, and why (`cause`: the event
-    that gave the task back before this claim)."""
-    line = (
-        f"attempt {attempt} resumes the run from {messages} recorded messages"
-        if messages
-        else f"attempt {attempt} starts the run over (nothing was recorded)"
-    )
-    data: dict[str, Any] = cause["data"] if cause is not None else {}
-    kind = cause["type"] if cause is not None else None
-    if kind == "recovered":  # the reaper's line said so when it happened
-        return "info", (
-            f"{line}: the lease of worker {data.get('worker')} on attempt "
-            f"{data.get('attempt')} had expired"
-        )
-    if kind == "released":
-        reason = str(data.get("reason"))
-        because = _RELEASED_BECAUSE.get(reason, reason)
-        return "info", (
-            f"{line}: worker {data.get('worker')} gave it back on attempt "
-            f"{data.get('attempt')} ({because})"
-        )
-    if kind == "throttled":
-        return "info", f"{line}: its model request's rate limit slot has come"
-    if data.get("cause") == "subtasks_finished":
-        return "info", f"{line}: its subtasks finished"
-    if "answered" in data:
-        return "info", f"{line}: its input arrived"
-    return "info", line
 
 
 class LeaseLost(Exception):
@@ -185,36 +140,11 @@ class RunLedger(RunHooks):
         cause = await self._patiently(
             lambda: self.store.resume_cause(self.task.id, claim_seq=self.task.event_seq)
         )
-        lines = [_resumed(self.task.attempt, cause, len(history))]
+        lines = [resumed(self.task.attempt, cause, len(history))]
         pending = open_tool_calls(history)
         calls = await self._patiently(lambda: self.store.all_calls(self.task.id)) if pending else {}
-        results: dict[str, Any] = {}
-        interrupted: list[ToolCallPart] = []
-        for part in pending:
-            row = calls.get(part.tool_call_id)
-            status = row["status"] if row is not None else "pending"
-            if row is not None and status == "completed":
-                result = row["result"]
-                if part.tool_name == ASK_AGENT and isinstance(result, list):
-                    # Completed with every subtask's outcome: it answers with its own.
-                    result = asked_outcome(result, call=part.tool_call_id)
-                results[part.tool_call_id] = ToolReturn(result)
-                if part.tool_name == ASK_USER:
-                    question = part.args_as_dict().get("question")
-                    lines.append(("info", f"answer delivered for {question!r}: {row['result']}"))
-            elif status == "in_progress":
-                interrupted.append(part)
-                results[part.tool_call_id] = ToolFailed(INTERRUPTED)
-                lines.append(
-                    (
-                        "warning",
-                        f"tool call {part.tool_name} ({part.tool_call_id}) was interrupted; "
-                        "the model is told it failed",
-                    )
-                )
-            elif row is not None and status == "failed":
-                results[part.tool_call_id] = ToolFailed(row["error"] or "failed")
-            # pending: it never started, so this run executes it
+        results, interrupted, said = settled(pending, calls)
+        lines += said
         await self._write([self.store.log_event(level, message) for level, message in lines])
         for part in interrupted:
             await self._call(
