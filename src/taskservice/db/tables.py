@@ -1,7 +1,10 @@
 """SQLAlchemy Core tables: the whole data model of DESIGN.md.
 
 Alembic migrations create these; `tests/integration/test_migrations.py` proves the
-migrated schema and this metadata are identical.
+migrated schema and this metadata are identical. Every table and the `metadata`
+holding them are importable from here: the webhook tables are defined in
+`tables_webhooks`, and what all tables share (the metadata, the timestamp type, the
+`created_at` column) in `tables_base`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from sqlalchemy import (
     Identity,
     Index,
     Integer,
-    MetaData,
     PrimaryKeyConstraint,
     SmallInteger,
     Table,
@@ -25,26 +27,35 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
+from sqlalchemy.dialects.postgresql import JSONB, UUID
 
+from taskservice.db.tables_base import TZ, created, metadata
+from taskservice.db.tables_webhooks import (
+    webhook_attempts,
+    webhook_deliveries,
+    webhook_subscriptions,
+)
 from taskservice.domain.states import TaskState
 
-metadata = MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "ck": "ck_%(table_name)s_%(constraint_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
+__all__ = [
+    "api_keys",
+    "metadata",
+    "rate_budgets",
+    "retention_marks",
+    "schedules",
+    "service_secrets",
+    "task_calls",
+    "task_events",
+    "task_followups",
+    "task_live",
+    "task_messages",
+    "tasks",
+    "webhook_attempts",
+    "webhook_deliveries",
+    "webhook_subscriptions",
+]
 
-TZ = TIMESTAMP(timezone=True)
 _STATES = ", ".join(f"'{s.value}'" for s in TaskState)
-
-
-def _created() -> Column[object]:
-    return Column("created_at", TZ, nullable=False, server_default=func.now())
 
 
 tasks = Table(
@@ -103,7 +114,7 @@ tasks = Table(
     # `log` lines offered so far, written or not: at most settings.max_log_lines are
     # kept, then one saying the rest were dropped (db/eventlog.capped_events).
     Column("log_lines", Integer, nullable=False, server_default=text("0")),
-    _created(),
+    created(),
     Column("updated_at", TZ, nullable=False, server_default=func.now()),  # any event
     # When the state last changed (set by a trigger, migration 0007): A2A's status time.
     Column("status_at", TZ, nullable=False, server_default=func.now()),
@@ -223,7 +234,7 @@ schedules = Table(
     Column("last_slot", TZ),
     Column("last_task_id", UUID(as_uuid=True)),
     Column("last_error", JSONB),  # why the last slot started no task
-    _created(),
+    created(),
     Column("updated_at", TZ, nullable=False, server_default=func.now()),
     CheckConstraint("missed IN ('skip', 'latest', 'all')", name="missed_valid"),
     Index("ix_schedules_tenant_id", "tenant", text("id DESC")),
@@ -249,7 +260,7 @@ task_events = Table(
     Column("seq", Integer, nullable=False),
     Column("type", Text, nullable=False),
     Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    _created(),
+    created(),
     UniqueConstraint("task_id", "seq"),
     Index("ix_task_events_tenant_id", "tenant", "id"),
 )
@@ -265,7 +276,7 @@ task_messages = Table(
     Column("kind", Text, nullable=False),  # request | response
     Column("message", JSONB, nullable=False),  # one complete pydantic-ai ModelMessage
     Column("attempt", Integer, nullable=False),
-    _created(),
+    created(),
     UniqueConstraint("task_id", "position"),
 )
 
@@ -298,7 +309,7 @@ task_followups = Table(
     Column("seq", Integer, nullable=False),
     Column("input", JSONB, nullable=False),
     Column("key", Text),
-    _created(),
+    created(),
     PrimaryKeyConstraint("task_id", "seq"),
     UniqueConstraint("task_id", "key"),
 )
@@ -317,121 +328,13 @@ task_calls = Table(
     Column("result", JSONB),
     Column("error", Text),
     Column("attempt", Integer, nullable=False),
-    _created(),
+    created(),
     Column("started_at", TZ),
     Column("finished_at", TZ),
     CheckConstraint(
         "status IN ('pending', 'in_progress', 'completed', 'failed')", name="status_valid"
     ),
     UniqueConstraint("task_id", "tool_call_id"),
-)
-
-webhook_subscriptions = Table(
-    "webhook_subscriptions",
-    metadata,
-    Column("id", UUID(as_uuid=True), primary_key=True),
-    Column("tenant", Text, nullable=False),
-    Column("url", Text, nullable=False),
-    Column("secret", Text, nullable=False),
-    Column("previous_secret", Text),  # still signs until previous_secret_expires_at
-    Column("previous_secret_expires_at", TZ),
-    Column("states", ARRAY(Text), nullable=False),
-    Column("task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE")),
-    Column("filters", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    Column("enabled", Boolean, nullable=False, server_default=text("true")),
-    Column("consecutive_failures", Integer, nullable=False, server_default=text("0")),
-    Column("failing_since", TZ),
-    Column("disabled_reason", Text),
-    Column("disabled_at", TZ),
-    # An A2A push notification config (migration 0008): its version, id, token and
-    # authentication; NULL for a plain webhook.
-    Column("a2a", JSONB),
-    _created(),
-    Column("updated_at", TZ, nullable=False, server_default=func.now()),
-    Index(
-        "ix_webhook_subscriptions_a2a_config",
-        "task_id",
-        text("(a2a ->> 'id')"),
-        unique=True,
-        postgresql_where=text("a2a IS NOT NULL"),
-    ),
-    Index(
-        "ix_webhook_subscriptions_task_id", "task_id", postgresql_where=text("task_id IS NOT NULL")
-    ),
-    Index(
-        "ix_webhook_subscriptions_tenant_global",
-        "tenant",
-        postgresql_where=text("task_id IS NULL AND enabled"),
-    ),
-)
-
-webhook_deliveries = Table(
-    "webhook_deliveries",
-    metadata,
-    # Time-ordered (taskservice_uuid7() when the outbox trigger writes the row); also
-    # the `webhook-id` every attempt of this delivery carries.
-    Column("id", UUID(as_uuid=True), primary_key=True),
-    Column(
-        "subscription_id",
-        UUID(as_uuid=True),
-        ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
-    Column(
-        "task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False
-    ),
-    Column("tenant", Text, nullable=False),
-    Column("state", Text, nullable=False),
-    Column("event_seq", Integer, nullable=False),  # the state_change event: sends in this order
-    Column("occurred_at", TZ, nullable=False),  # when the task reached `state`
-    Column("status", Text, nullable=False, server_default=text("'pending'")),
-    Column("attempts", Integer, nullable=False, server_default=text("0")),
-    # Failed attempts since the last (re)delivery: the position in the retry schedule.
-    Column("schedule_step", Integer, nullable=False, server_default=text("0")),
-    Column("next_attempt_at", TZ, nullable=False, server_default=func.now()),
-    Column("locked_by", Text),  # the dispatcher with an attempt in flight
-    # The task row as it was at the state change, written with the row by the outbox
-    # trigger (migration 0005); the body is rendered from it.
-    Column("task_snapshot", JSONB),
-    Column("payload", Text),  # the body, saved before the first send: every attempt matches
-    Column("last_status_code", Integer),
-    Column("last_error", Text),
-    _created(),
-    Column("updated_at", TZ, nullable=False, server_default=func.now()),
-    Column("delivered_at", TZ),
-    CheckConstraint(
-        "status IN ('pending', 'succeeded', 'failed', 'cancelled')", name="status_valid"
-    ),
-    # The "notified" latch: however many paths race to a state, one delivery.
-    UniqueConstraint("subscription_id", "task_id", "state"),
-    Index(
-        "ix_webhook_deliveries_due",
-        "next_attempt_at",
-        postgresql_where=text("status = 'pending'"),
-    ),
-    Index("ix_webhook_deliveries_task_id", "task_id"),
-    Index("ix_webhook_deliveries_subscription_id_id", "subscription_id", text("id DESC")),
-)
-
-# The delivery log: one row per attempt, whatever its outcome.
-webhook_attempts = Table(
-    "webhook_attempts",
-    metadata,
-    Column("id", BigInteger, Identity(always=True), primary_key=True),
-    Column(
-        "delivery_id",
-        UUID(as_uuid=True),
-        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
-    Column("attempt", Integer, nullable=False),
-    Column("dispatcher", Text, nullable=False),
-    Column("started_at", TZ, nullable=False),
-    Column("duration_ms", Float, nullable=False),
-    Column("status_code", Integer),
-    Column("error", Text),
-    # An attempt number is claimed once: two dispatchers cannot both make attempt n.
-    UniqueConstraint("delivery_id", "attempt"),
 )
 
 # What the pruner leaves for readers: `events_pruned_before` (db/retention.py).
@@ -450,7 +353,7 @@ api_keys = Table(
     Column("name", Text),
     Column("prefix", Text, nullable=False),  # shown in listings; never the whole key
     Column("key_hash", Text, nullable=False, unique=True),
-    _created(),
+    created(),
     Column("revoked_at", TZ),
 )
 
@@ -461,5 +364,5 @@ service_secrets = Table(
     # migration so that no operator has to configure them.
     Column("name", Text, primary_key=True),
     Column("value", Text, nullable=False),
-    _created(),
+    created(),
 )
