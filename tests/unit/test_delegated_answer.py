@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from taskservice.worker.delegation import _Answer
 from taskservice.worker.live_output import LiveOutput, LiveWriter
+from taskservice.worker.remote_answers import Answer as _Answer
 
 
 @pytest.fixture
