@@ -220,9 +220,9 @@ def cmd_settings(args: argparse.Namespace) -> int:
         if name in _SECRETS and value:
             value = "(set)"
         elif name == "database_url" and value:
-            from sqlalchemy.engine import make_url
+            from taskservice.db.engine import hide_password
 
-            value = make_url(value).render_as_string(hide_password=True)
+            value = hide_password(value)
         if isinstance(value, list):
             value = ",".join(str(v) for v in value)
         print(f"TASKSERVICE_{name.upper()}={'' if value is None else value}")

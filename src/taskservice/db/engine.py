@@ -23,6 +23,11 @@ def async_url(url: str) -> str:
     return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
 
 
+def hide_password(url: str) -> str:
+    """The URL as it may be shown: its password masked."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
 def asyncpg_dsn(url: str) -> tuple[str, dict[str, Any]]:
     """A DSN and keyword arguments for a bare `asyncpg.connect` (used by LISTEN)."""
     parsed = make_url(async_url(url))

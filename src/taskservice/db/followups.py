@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import asyncpg
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.types import Integer, Text
 
@@ -68,6 +69,15 @@ _BY_KEY = text_statement(
 )
 
 
+class KeyTaken(Exception):
+    """The follow-up's key was taken by another message to the task, queued at the
+    same time (the key is unique per task): `sent`, that message."""
+
+    def __init__(self, sent: Followup) -> None:
+        super().__init__(f"follow-up key {sent.key!r} of task {sent.task_id} is taken")
+        self.sent = sent
+
+
 def _followup(row: Row) -> Followup:
     return Followup(row["task_id"], row["seq"], row["input"], row["key"], row["created_at"])
 
@@ -80,7 +90,8 @@ class FollowupStore:
         self, task_id: uuid.UUID, *, tenant: str, input: Any, key: str | None, preview: str
     ) -> tuple[Task, Followup] | None:
         """Queue a message for the task's run. None: the task takes no follow-ups
-        (finished, waiting for an answer, or not the tenant's); nothing changed."""
+        (finished, waiting for an answer, or not the tenant's); nothing changed.
+        `KeyTaken`: a message with the same key was queued at the same time."""
         params = {
             "p_id": task_id,
             "p_tenant": tenant,
@@ -88,7 +99,14 @@ class FollowupStore:
             "p_key": key,
             "p_preview": preview,
         }
-        row = await self.db.fetchrow(_QUEUE, params)
+        try:
+            row = await self.db.fetchrow(_QUEUE, params)
+        except asyncpg.UniqueViolationError:  # the same key, sent at the same time
+            assert key is not None
+            sent = await self.by_key(task_id, key)
+            if sent is None:
+                raise
+            raise KeyTaken(sent) from None
         if row is None:
             return None
         task = task_from_row(row)

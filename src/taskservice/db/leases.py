@@ -10,6 +10,7 @@ moment earlier.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.types import DateTime, Float, Integer, Interval, Text
 
+from taskservice.db import notify
 from taskservice.db.claims import CLAIM, CLAIM_LOCK
 from taskservice.db.eventlog import LINE_NO, LINE_SEQ, NEXT_SEQ, append_events, append_with_line
 from taskservice.db.rows import task_from_row
@@ -250,6 +252,39 @@ async def renew(
         "p_owner": owner,
     }
     return {row["id"] for row in await conn.fetch(_HEARTBEAT.sql, *_HEARTBEAT.args(params))}
+
+
+class HeartbeatConnection:
+    """The heartbeat's connection of its own (`notify.connect`: no busy pool can
+    starve it), on which it renews leases (`renew`). `open` connects unless it is
+    connected; after a fault, `drop` ends it, and the next `open` connects anew."""
+
+    def __init__(self, database_url: str) -> None:
+        self._database_url = database_url
+        self._conn: asyncpg.Connection | None = None
+
+    async def open(self) -> None:
+        if self._conn is None or self._conn.is_closed():
+            self._conn = await notify.connect(self._database_url)
+
+    async def renew(
+        self, *, owner: str, leases: Iterable[tuple[uuid.UUID, int]], lease_seconds: float
+    ) -> set[uuid.UUID]:
+        """`renew` on this connection (`open` first)."""
+        assert self._conn is not None
+        return await renew(self._conn, owner=owner, leases=leases, lease_seconds=lease_seconds)
+
+    def drop(self) -> None:
+        """End the connection at once, whatever state a fault left it in."""
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.terminate()
+        self._conn = None
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close(timeout=2)
 
 
 class LeaseStore:

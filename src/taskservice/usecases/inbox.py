@@ -21,9 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
-
-from taskservice.db.followups import FollowupStore
+from taskservice.db.followups import FollowupStore, KeyTaken
 from taskservice.db.tasks import TaskStore
 from taskservice.domain.content import as_text, check_message, field_json
 from taskservice.domain.errors import Conflict, InvalidRequest
@@ -108,12 +106,8 @@ class TaskInbox:
                 queued = await self.followups.queue(
                     task.id, tenant=tenant, input=input, key=key, preview=_preview(input)
                 )
-            except asyncpg.UniqueViolationError:  # the same key, sent at the same time
-                assert key is not None
-                sent = await self.followups.by_key(task.id, key)
-                if sent is None:
-                    raise
-                return self._replay(task, sent, input)
+            except KeyTaken as taken:  # the same key, sent at the same time
+                return self._replay(task, taken.sent, input)
             if queued is not None:
                 return Sent(*queued)
             task = await self._get(tenant=tenant, task_id=task.id)  # it moved meanwhile

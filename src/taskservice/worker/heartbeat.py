@@ -11,16 +11,12 @@ on its loop, which stops those runs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import uuid
 from collections.abc import Callable
 
-import asyncpg
-
-from taskservice.db import notify
-from taskservice.db.leases import renew
+from taskservice.db.leases import HeartbeatConnection
 from taskservice.db.outage import DRIVER_ERRORS, OUTAGE
 
 log = logging.getLogger(__name__)
@@ -69,32 +65,26 @@ class Heartbeat:
         asyncio.run(self._run())
 
     async def _run(self) -> None:
-        conn: asyncpg.Connection | None = None
+        conn = HeartbeatConnection(self._database_url)
         while not self._stop.is_set():
             try:
-                if conn is None or conn.is_closed():
-                    conn = await notify.connect(self._database_url)
+                await conn.open()
                 await self._beat(conn)
             except DRIVER_ERRORS as exc:
                 OUTAGE.failed("lease heartbeat", exc)
-                if conn is not None:
-                    with contextlib.suppress(Exception):
-                        conn.terminate()
-                conn = None
+                conn.drop()
                 await asyncio.to_thread(self._stop.wait, RECONNECT_DELAY)
                 continue
             await asyncio.to_thread(self._stop.wait, self.interval)
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close(timeout=2)
+        await conn.close()
 
-    async def _beat(self, conn: asyncpg.Connection) -> None:
+    async def _beat(self, conn: HeartbeatConnection) -> None:
         with self._lock:
             held = dict(self._held)
         if not held:
             return
-        kept = await renew(
-            conn, owner=self.owner, leases=held.items(), lease_seconds=self.lease_seconds
+        kept = await conn.renew(
+            owner=self.owner, leases=held.items(), lease_seconds=self.lease_seconds
         )
         self.beats += 1
         lost = set(held) - kept
