@@ -17,7 +17,8 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from taskservice.agents.catalog import AgentCatalog, AgentProfile
+from taskservice.agents.catalog import AgentCatalog
+from taskservice.agents.profiles import AgentProfile
 from taskservice.common.tracing import Tracing
 from taskservice.db.eventlog import EventLog
 from taskservice.db.overview import OverviewStore

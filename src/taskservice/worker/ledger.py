@@ -1,7 +1,7 @@
 """A run's step ledger: persists each complete message, tool call and step event as
 the agent makes progress, and rebuilds the conversation to resume a run.
 
-Follow-up messages queued for the task (`inbox.TaskInbox`) are handed to the run as
+Follow-up messages queued for the task (`usecases/inbox.TaskInbox`) are handed to the run as
 user messages (`deliver`), which the model reads at its next request; the write
 that records such a message also counts it as read (`tasks.followups_read`), so a
 run that stops first leaves it for the next one to deliver.
