@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydantic_ai.models import Model
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.agents.catalog import AgentCatalog
 from taskservice.agents.profiles import load_plugins
@@ -23,7 +22,7 @@ from taskservice.common.tracing import Tracing
 from taskservice.db import ENGINE_POOL_SIZE, migrate
 from taskservice.db.budgets import BudgetStore
 from taskservice.db.embedded import resolve_database_url
-from taskservice.db.engine import create_engine
+from taskservice.db.engine import Engine, create_engine
 from taskservice.db.eventlog import EventLog
 from taskservice.db.followups import FollowupStore
 from taskservice.db.keys import ApiKeyStore, service_secret
@@ -77,7 +76,7 @@ class _Storage:
     """The database's side: the connections and every store made on them."""
 
     url: str
-    engine: AsyncEngine  # migrations and admin paths; the hot paths run on `db`
+    engine: Engine  # migrations and admin paths; the hot paths run on `db`
     db: Database
     tasks: TaskStore
     events: EventLog
@@ -240,7 +239,7 @@ async def _worker_pool(
 class Runtime:
     settings: Settings
     database_url: str
-    engine: AsyncEngine
+    engine: Engine
     store: TaskStore
     keys: ApiKeyStore
     auth: Authenticator

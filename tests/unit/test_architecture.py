@@ -42,6 +42,8 @@ def test_imports_point_one_way() -> None:
         ),  # runner → transport
         ("db/outage.py", "import taskservice.usecases.tasks"),  # storage → use case
         ("worker/pool.py", "import taskservice.worker.webhook_dispatcher"),  # runner → runner
+        ("usecases/inbox.py", "import asyncpg"),  # the driver outside storage
+        ("domain/models.py", "import pydantic_ai"),  # pydantic-ai in the domain
     ],
 )
 def test_an_arrow_against_the_direction_breaks_the_contract(

@@ -84,6 +84,9 @@ def _unavailable(ctx: ExceptionContext) -> None:
         ) from ctx.sqlalchemy_exception or ctx.original_exception
 
 
+Engine = AsyncEngine  # what the composition root holds, without importing SQLAlchemy
+
+
 def create_engine(url: str, *, pool_size: int = 20, **kwargs: Any) -> AsyncEngine:
     """A fixed-size pool: overflow connections would be opened and closed per request
     under load. Each checkout checks the connection without a round trip (`stale`;
