@@ -44,6 +44,7 @@ from taskservice.usecases.auth import Authenticator
 from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.routing import MessageRouter
 from taskservice.usecases.schedules import ScheduleService
+from taskservice.usecases.submission import NewTasks
 from taskservice.usecases.subscriptions import WebhookService
 from taskservice.usecases.tasks import TaskService
 from taskservice.usecases.tokens import StreamTokens
@@ -306,6 +307,10 @@ class Runtime:
             webhooks = WebhookService(
                 SubscriptionStore(storage.db), DeliveryLog(storage.db), settings
             )
+            # What a new task is made of, checked: for submits and schedules' slots alike.
+            new_tasks = NewTasks(
+                store=storage.tasks, catalog=catalog, settings=settings, tracing=tracing
+            )
             service = TaskService(
                 store=storage.tasks,
                 log=storage.events,
@@ -316,6 +321,7 @@ class Runtime:
                 webhooks=webhooks,
                 live=following.feed,
                 tracing=tracing,
+                new_tasks=new_tasks,
             )
             # Messages to a task: answers to its questions, follow-ups for its run.
             inbox = TaskInbox(
@@ -326,7 +332,7 @@ class Runtime:
             )
             # Tasks for later become claimable when their time comes; schedules fire.
             schedule_store = ScheduleStore(storage.db)
-            schedules = ScheduleService(schedule_store, service.new_tasks)
+            schedules = ScheduleService(schedule_store, new_tasks)
             scheduler = Scheduler(schedule_store, fire=schedules.fire_due)
             scheduler.start()
             stack.push_async_callback(scheduler.stop)

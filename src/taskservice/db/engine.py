@@ -57,7 +57,7 @@ def stale(conn: asyncpg.Connection) -> bool:
     switch to state …; another operation is in progress`)."""
     if conn.is_closed():
         return True
-    transport = conn._transport  # asyncpg exposes no socket otherwise
+    transport = conn._transport  # asyncpg exposes no socket otherwise  # noqa: SLF001
     sock = transport.get_extra_info("socket") if transport is not None else None
     fd = sock.fileno() if sock is not None else -1
     if fd < 0:

@@ -26,7 +26,7 @@ def hash_key(key: str) -> str:
 
 
 def _from_row(row: object) -> ApiKey:
-    m = row._mapping  # type: ignore[attr-defined]
+    m = row._mapping  # type: ignore[attr-defined]  # noqa: SLF001
     return ApiKey(
         id=m["id"],
         tenant=m["tenant"],

@@ -204,7 +204,7 @@ class Database:
         if generic_plans:
             pool: asyncpg.Pool | None = self._generic_pool or await self._generic()
         else:
-            pool = self._pool or (await self.open())._pool
+            pool = self._pool or (await self.open())._pool  # noqa: SLF001
         assert pool is not None
         conn = await self._checkout(pool)
         try:
@@ -234,7 +234,7 @@ class Database:
         try:
             for _ in range(self.pool_size):
                 conn = await pool.acquire(timeout=self._acquire_timeout)
-                if not stale(conn._con):  # the proxy's connection
+                if not stale(conn._con):  # the proxy's connection  # noqa: SLF001
                     return conn
                 _discard(conn)
                 await pool.release(conn)

@@ -89,22 +89,23 @@ class TaskService:
         webhooks: WebhookService | None = None,
         live: LiveFeed | None = None,
         tracing: Tracing | None = None,
+        new_tasks: NewTasks | None = None,
     ) -> None:
-        self.tracing = tracing or Tracing(False)
-        self.watchers = watchers
+        self._tracing = tracing or Tracing(False)
+        self._watchers = watchers
         self._follower = (
             TaskFollower(store=store, log=log, watchers=watchers, settings=settings, live=live)
             if watchers is not None
             else None
         )
-        self.webhooks = webhooks
-        self.store = store
-        self.log = log
-        self.ledger = ledger
-        self.catalog = catalog
-        self.settings = settings
-        self.new_tasks = NewTasks(
-            store=store, catalog=catalog, settings=settings, tracing=self.tracing
+        self._webhooks = webhooks
+        self._store = store
+        self._log = log
+        self._ledger = ledger
+        self._catalog = catalog
+        self._settings = settings
+        self._new_tasks = new_tasks or NewTasks(
+            store=store, catalog=catalog, settings=settings, tracing=self._tracing
         )
 
     async def submit(self, request: TaskRequest) -> Submitted:
@@ -116,13 +117,13 @@ class TaskService:
         their secrets (a replay reads them again: it answers the same request as
         before). Everything else is checked by `NewTasks.prepare`, whichever
         transport built the request."""
-        if request.webhooks and self.webhooks is None:
+        if request.webhooks and self._webhooks is None:
             raise InvalidRequest("webhooks are not available here", field="webhooks")
-        new = await self.new_tasks.prepare(request)
-        if not request.webhooks or self.webhooks is None:
+        new = await self._new_tasks.prepare(request)
+        if not request.webhooks or self._webhooks is None:
             task, created = await self._create(new)
             return Submitted(task, created)
-        webhooks = self.webhooks
+        webhooks = self._webhooks
         prepared = await webhooks.prepare_all(request.webhooks)
         made: list[Subscription] = []
 
@@ -156,10 +157,10 @@ class TaskService:
         `detached`: it is not cancelled when the parent fails or is cancelled.
         `profile`: the subtask is of that agent profile instead (`ask_agent`)."""
         metadata = {"spawned_by": {"task_id": str(parent.id), "tool_call_id": call_id}}
-        check_new_task(input, metadata, (system_prompt,), self.settings)
+        check_new_task(input, metadata, (system_prompt,), self._settings)
         agent = parent.agent
         if profile is not None:
-            agent = self.catalog.resolve(profile=profile)  # unknown: InvalidRequest
+            agent = self._catalog.resolve(profile=profile)  # unknown: InvalidRequest
         if system_prompt:
             agent = AgentSpec(agent.profile, agent.model, system_prompt)
         new = NewTask(
@@ -173,7 +174,7 @@ class TaskService:
             context_id=parent.context_id,
             idempotency_key=f"subtask:{parent.id}:{call_id}",
             detached=detached,
-            trace_context=self.tracing.carrier(),  # the parent's run: one trace
+            trace_context=self._tracing.carrier(),  # the parent's run: one trace
             priority=parent.priority,
             quiet=parent.quiet,  # streamed if its parent is
         )
@@ -181,7 +182,7 @@ class TaskService:
         return task
 
     async def _create(self, new: NewTask, *, also: AlsoWrite | None = None) -> tuple[Task, bool]:
-        task, created = await self.store.create(new, also=also)
+        task, created = await self._store.create(new, also=also)
         if not created and task.request_hash != new.request_hash:
             raise Conflict(
                 "this Idempotency-Key was already used with a different request",
@@ -191,7 +192,7 @@ class TaskService:
 
     async def get(self, *, tenant: str, task_id: str | uuid.UUID) -> Task:
         parsed = task_id if isinstance(task_id, uuid.UUID) else parse_uuid(task_id)
-        task = await self.store.get(parsed, tenant=tenant) if parsed else None
+        task = await self._store.get(parsed, tenant=tenant) if parsed else None
         if task is None:
             raise NotFound(f"task {task_id} not found")
         return task
@@ -225,7 +226,7 @@ class TaskService:
         if on_event is None:  # the state is enough: no read of the event log
 
             async def read() -> tuple[Task, None] | None:
-                fresh = await self.store.get(task.id, tenant=task.tenant)
+                fresh = await self._store.get(task.id, tenant=task.tenant)
                 return (fresh, None) if fresh is not None else None
 
             settled, _ = await self._follower.until_settled(
@@ -260,12 +261,12 @@ class TaskService:
             task,
             deadline=self._deadline(seconds),
             settles=_settles,
-            read=lambda: self.store.get_with_messages(task.id, tenant=task.tenant),
+            read=lambda: self._store.get_with_messages(task.id, tenant=task.tenant),
         )
 
     def _deadline(self, seconds: float) -> float:
         """The loop time at which a wait of `seconds` (capped) ends."""
-        return asyncio.get_running_loop().time() + min(seconds, self.settings.max_wait_seconds)
+        return asyncio.get_running_loop().time() + min(seconds, self._settings.max_wait_seconds)
 
     async def list_tasks(
         self,
@@ -279,15 +280,15 @@ class TaskService:
         """A page, newest first; with `count`, how many tasks the filter matches."""
         size = self.page_size(limit)
         before = decode_cursor(cursor) if cursor else None
-        rows = await self.store.list_tasks(
+        rows = await self._store.list_tasks(
             tenant=tenant, filter=filter, before_id=before, limit=size + 1
         )
         more = len(rows) > size
         page = rows[:size]
         total = None
         if count is not None:
-            total = await self.store.count_tasks(
-                tenant=tenant, filter=filter, mode=count, timeout_ms=self.settings.count_timeout_ms
+            total = await self._store.count_tasks(
+                tenant=tenant, filter=filter, mode=count, timeout_ms=self._settings.count_timeout_ms
             )
         return TaskPage(page, encode_cursor(page[-1].id) if more else None, total)
 
@@ -295,8 +296,8 @@ class TaskService:
         self, *, tenant: str, query: StatusQuery, limit: int
     ) -> tuple[list[Task], Total]:
         """A page by status time, newest first (A2A's ListTasks), and the total."""
-        timeout = self.settings.count_timeout_ms
-        return await self.store.list_by_status(
+        timeout = self._settings.count_timeout_ms
+        return await self._store.list_by_status(
             tenant=tenant, query=query, limit=limit, timeout_ms=timeout
         )
 
@@ -317,20 +318,20 @@ class TaskService:
                     f"task is already {task.state.value} and cannot be cancelled",
                     state=task.state.value,
                 )
-            cancelled = await self.store.cancel(
+            cancelled = await self._store.cancel(
                 task.id, source=task.state, tenant=tenant, reason=reason
             )
             if cancelled is not None:
                 if cancelled.parent_id is not None:  # a parked parent may now resume
                     parent, reason = cancelled.parent_id, cancelled.cancel_reason
-                    await self.ledger.subtask_ended(parent, cancelled.id, cancelled.state, reason)
+                    await self._ledger.subtask_ended(parent, cancelled.id, cancelled.state, reason)
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
 
     async def end_subtasks(self, parent_id: uuid.UUID, *, timed_out: bool) -> int:
         """The parent failed (or timed out): cancel its live subtasks, but those spawned
         detached, with theirs (cause `parent_failed`, `parent_timeout`)."""
-        return await self.store.cancel_subtasks(
+        return await self._store.cancel_subtasks(
             parent_id,
             cause="parent_timeout" if timed_out else "parent_failed",
             reason=f"its parent task {'timed out' if timed_out else 'failed'}",
@@ -338,23 +339,23 @@ class TaskService:
 
     async def events_pruned_before(self) -> int:
         """Events with a lower id may have been deleted by retention (0: none was)."""
-        return await RetentionStore(self.store.db).events_pruned_before()
+        return await RetentionStore(self._store.db).events_pruned_before()
 
     async def queue(self) -> dict[str, Any]:
         """The whole service's queue, every tenant's (the metrics' gauges)."""
-        return await OverviewStore(self.store.db).queue()
+        return await OverviewStore(self._store.db).queue()
 
     async def overview(self, *, tenant: str, minutes: int) -> dict[str, Any]:
         """The tenant's tasks at a glance (`db.overview`): live states, what finished
         per minute, the workers holding its tasks, the webhook outbox."""
-        return await OverviewStore(self.store.db).read(tenant, minutes=minutes)
+        return await OverviewStore(self._store.db).read(tenant, minutes=minutes)
 
     async def firehose_page(
         self, *, tenant: str, after: int, upto: int, filter: EventFilter
     ) -> list[TaskEvent]:
         """The tenant's events after `after` up to the watermark `upto`, in order."""
-        return await self.log.firehose(
-            tenant=tenant, after=after, upto=upto, filter=filter, limit=self.settings.max_page_size
+        return await self._log.firehose(
+            tenant=tenant, after=after, upto=upto, filter=filter, limit=self._settings.max_page_size
         )
 
     async def messages(
@@ -368,7 +369,7 @@ class TaskService:
     ) -> tuple[list[Row], int | None, Total | None]:
         task = await self.get(tenant=tenant, task_id=task_id)
         size = self.page_size(limit)
-        rows = await self.ledger.messages(task.id, after=after, limit=size)
+        rows = await self._ledger.messages(task.id, after=after, limit=size)
         next_after = rows[-1]["position"] if len(rows) == size else None
         return rows, next_after, await self._count_steps("messages", task.id, count)
 
@@ -383,7 +384,7 @@ class TaskService:
     ) -> tuple[list[Row], int | None, Total | None]:
         task = await self.get(tenant=tenant, task_id=task_id)
         size = self.page_size(limit)
-        rows = await self.ledger.calls(task.id, after=after, limit=size)
+        rows = await self._ledger.calls(task.id, after=after, limit=size)
         next_after = rows[-1]["id"] if len(rows) == size else None
         return rows, next_after, await self._count_steps("calls", task.id, count)
 
@@ -392,22 +393,22 @@ class TaskService:
     ) -> Total | None:
         if mode is None:
             return None
-        timeout = self.settings.count_timeout_ms
-        return await self.ledger.count(table, task_id, mode=mode, timeout_ms=timeout)
+        timeout = self._settings.count_timeout_ms
+        return await self._ledger.count(table, task_id, mode=mode, timeout_ms=timeout)
 
     def profiles(self) -> list[AgentProfile]:
         """The agent profiles a task may name, by name."""
-        return sorted(self.catalog.profiles.values(), key=lambda p: p.name)
+        return sorted(self._catalog.profiles.values(), key=lambda p: p.name)
 
     def profile(self, name: str) -> AgentProfile | None:
-        return self.catalog.profile(name)
+        return self._catalog.profile(name)
 
     async def conversation(self, task: Task) -> list[Row]:
         """All the messages of the task's run, in order (its ledger)."""
-        return await self.ledger.all_messages(task.id)
+        return await self._ledger.all_messages(task.id)
 
     def page_size(self, limit: int | None) -> int:
-        return min(limit or self.settings.default_page_size, self.settings.max_page_size)
+        return min(limit or self._settings.default_page_size, self._settings.max_page_size)
 
     async def events(
         self,
@@ -420,5 +421,5 @@ class TaskService:
     ) -> EventPage:
         task = await self.get(tenant=tenant, task_id=task_id)
         size = self.page_size(limit)
-        events = await self.log.page(task.id, after=after, limit=size, types=types)
+        events = await self._log.page(task.id, after=after, limit=size, types=types)
         return EventPage(events, events[-1].seq if len(events) == size else None)

@@ -113,7 +113,7 @@ class CheckedTransport(httpx.AsyncBaseTransport):
         self._inner = httpx.AsyncHTTPTransport()
         # httpx takes no network backend of its own: its pool (which the rest of the
         # transport, mapping requests, responses and errors, uses) is made with ours.
-        self._inner._pool = httpcore.AsyncConnectionPool(
+        self._inner._pool = httpcore.AsyncConnectionPool(  # noqa: SLF001
             ssl_context=ssl_context or ssl.create_default_context(cafile=certifi.where()),
             max_connections=100,  # httpx's defaults
             max_keepalive_connections=20,
