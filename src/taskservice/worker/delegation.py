@@ -335,7 +335,10 @@ class Delegator:
                 return None
             for listed in page.tasks:
                 if any(m.message_id == state["message_id"] for m in listed.history):
-                    found: RemoteTask = listed
+                    # Read whole: a listing need not carry the answer (its artifacts).
+                    found: RemoteTask = await retried(
+                        partial(client.get_task, GetTaskRequest(id=listed.id))
+                    )
                     return found
             token = page.next_page_token
             if not token:
