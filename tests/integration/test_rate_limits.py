@@ -73,11 +73,18 @@ async def test_a_budget_goes_at_once_then_refills_evenly(budgets: BudgetStore) -
 async def test_concurrent_reservations_queue_without_overlap(budgets: BudgetStore) -> None:
     """40 requests at once from 40 connections: the first 10 at once, the rest a
     tenth of a second apart, none sharing a slot another took."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     slots = await asyncio.gather(*(budgets.reserve(["fast"], 1) for _ in range(40)))
+    arriving = loop.time() - started  # the requests reached the database within this
     offsets = sorted(seconds([slot.at for slot in slots]))
     assert conforms(offsets, amount=10, period=1)
-    assert offsets[-1] == pytest.approx(3.0, abs=0.1)  # no room left unused
-    assert all(b - a >= 0.1 - EPSILON for a, b in itertools.pairwise(offsets[10:]))
+    # No room left unused: the last as early as the bucket allows, given when the
+    # requests came (all at once, 3 s after the first; a busy machine spreads them).
+    assert 3.0 - EPSILON <= offsets[-1] <= 3.0 + arriving + EPSILON
+    queued = sorted(slot.at for slot in slots if slot.wait > EPSILON)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(queued)]
+    assert all(gap >= 0.1 - EPSILON for gap in gaps)
 
 
 async def test_a_request_drawing_on_two_budgets_waits_for_both(budgets: BudgetStore) -> None:
