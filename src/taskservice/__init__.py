@@ -1,9 +1,9 @@
 """taskservice: LLM sub-agents as durable, observable tasks.
 
 ```
-client ─POST /v1/tasks─▶ api ─▶ service ─▶ store (one transaction: task + event + NOTIFY)
-                                                │
-                         Postgres ◀─────────────┘
+client ─POST /v1/tasks─▶ api ─▶ usecases ─▶ db (one transaction: task + event + NOTIFY)
+                                             │
+                         Postgres ◀──────────┘
                             │  ▲ claim (SKIP LOCKED), lease, fenced writes
                             ▼  │
                  LISTEN ─▶ worker pool ─▶ executor ─▶ pydantic-ai agent

@@ -121,7 +121,8 @@ def _serve_here(
         host=settings.host,
         port=settings.port,
         lifespan="on",
-        log_config=None,  # its loggers go through ours (`logs.configure`): one format
+        # Its loggers go through ours (`common/logs.configure`): one format.
+        log_config=None,
         log_level=settings.log_level.lower(),
         access_log=access_log,
         timeout_graceful_shutdown=int(settings.lease_seconds),

@@ -1,6 +1,11 @@
 """A2A errors: one kind per error the specification names, each with its JSON-RPC
 code, HTTP status and gRPC status (the table of its section 5.4), whatever the
-transport or protocol version that answers with it."""
+transport or protocol version that answers with it.
+
+Three modules are named `errors`: this one holds A2A's errors (the binding's);
+`domain/errors.py` holds the service's own, which every transport maps (`from_service`,
+here, to these kinds), and `api/errors.py` writes errors as REST's problem+json.
+"""
 
 from __future__ import annotations
 

@@ -2,13 +2,16 @@
 protocol version: each takes a neutral request and answers with neutral views
 (`a2a.shapes`), which `a2a.v03` and `a2a.v10` write on the wire.
 
-A message starts a task (or, naming a task, answers its question or is queued for
-its run); a
-task is read with its history (the ledger, `a2a.conversation`), cancelled, or
+A message starts a task (or, naming a task, answers its question or is queued for its
+run); a task is read with its history (the ledger, `a2a.conversation`), cancelled, or
 followed: the task, then an update per state it moves to (the result as an artifact
 before `completed`), until a state that ends the stream; while the model writes the
-answer, its text as artifact chunks. Following reads the task's
-event log through `service.follower`, as the REST stream and the long poll do.
+answer, its text as artifact chunks. Following reads the task's event log through
+`usecases/tasks.TaskService.follower`, as the REST stream and the long poll do.
+
+Two modules are named `handler`, one per protocol binding, each the protocol's
+operations on the same use cases with no transport: this one is A2A's; `mcp/handler.py`
+is MCP's.
 """
 
 from __future__ import annotations
@@ -99,9 +102,9 @@ class A2AHandler:
 
     async def deliver(self, request: SendRequest, *, quiet: bool = False) -> Task:
         """A message's task: a new one, or the task it names (answering its question,
-        or queued for its run: `inbox.TaskInbox`). `quiet`: the sender does not stream,
-        so a new task's model responses are not streamed until a stream asks for them
-        (`Task.quiet`)."""
+        or queued for its run: `usecases/inbox.TaskInbox`). `quiet`: the sender does not
+        stream, so a new task's model responses are not streamed until a stream asks for
+        them (`Task.quiet`)."""
         message = request.message
         if message.role != "user":
             raise A2AError(

@@ -1,6 +1,6 @@
 """A2A push notification configs, on the webhook machinery.
 
-A config is a task's own webhook subscription (`webhooks.subscriptions`): the outbox
+A config is a task's own webhook subscription (`usecases/subscriptions.py`): the outbox
 writes a delivery in the transaction of each state change, the dispatcher retries it
 and logs every attempt, the URL is checked against SSRF at registration and at every
 attempt, and each body is signed as Standard Webhooks says. What A2A adds rides in

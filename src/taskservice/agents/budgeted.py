@@ -44,7 +44,7 @@ def _tokens_used(usage: RequestUsage) -> int:
 
 class BudgetedModel(WrapperModel):
     """A model whose requests draw from the rate limit budgets `keys`
-    (`rate_limits.py`), through the gate of the run in whose context they are made
+    (`common/rate_limits.py`), through the gate of the run in whose context they are made
     (`CURRENT_GATE`; none: not limited, as outside a worker)."""
 
     def __init__(self, wrapped: Model | str, keys: tuple[str, ...]) -> None:

@@ -1,4 +1,7 @@
-"""Agent resolution and building: the one place that builds pydantic-ai agents.
+"""Agent resolution and building: where the pydantic-ai agents that run tasks are
+built. pydantic-ai is not this module's alone: the runners that run the agents
+(`worker/`), the message router (`usecases/routing.py`, an agent itself) and, for its
+`Model` type, `runtime.py` and `api/app.py` import it too (ARCHITECTURE.md, Layers).
 
 A profile (`profiles.py`) names a system prompt, a model, the tools it may use, a
 request limit and an output kind. A task names a profile (`default` unless it says

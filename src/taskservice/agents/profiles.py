@@ -55,7 +55,7 @@ class AgentProfile:
     request_limit: int = 20
     output: Output = "text"
     description: str = ""
-    mcp_servers: tuple[McpServer, ...] = ()  # whose tools it gets too (`agent_mcp`)
+    mcp_servers: tuple[McpServer, ...] = ()  # whose tools it gets too (`mcp_servers.py`)
     remote: RemoteAgent | None = None  # kind `a2a`: its tasks are delegated there
 
 

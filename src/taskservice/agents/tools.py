@@ -70,7 +70,7 @@ class RunHooks(Protocol):
 
 
 # The run this asyncio task is executing, for what happens below the agent and has no
-# `deps` to report to (the model client's retries, `agents.ModelRequestLog`).
+# `deps` to report to (the model client's retries, `model_client.ModelRequestLog`).
 CURRENT_RUN: ContextVar[RunHooks | None] = ContextVar("taskservice_current_run", default=None)
 
 

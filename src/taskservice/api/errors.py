@@ -7,6 +7,10 @@ connection: the client's next request on it got no answer at all. `guarded`, the
 outermost layer, takes that re-raise (already answered and logged), answers what
 escaped every handler, and ends a stream that broke midway cleanly (a browser's
 EventSource resumes it with `Last-Event-ID`).
+
+Three modules are named `errors`: this one is how the REST transport answers with an
+error; the errors themselves are the domain's (`domain/errors.py`), and A2A has its own
+kinds and forms (`a2a/errors.py`).
 """
 
 from __future__ import annotations

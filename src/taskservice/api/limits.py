@@ -1,5 +1,5 @@
 """Checks every request before anything parses it: NUL in the query string, then for
-bodies size, media type, and the JSON itself (`jsonvalues.check_body`).
+bodies size, media type, and the JSON itself (`domain/jsonvalues.check_body`).
 
 A refusal here is final and changes nothing. On the REST API it is
 `application/problem+json`; on a JSON-RPC endpoint (`/a2a`) it is a JSON-RPC error

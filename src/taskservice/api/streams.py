@@ -1,5 +1,5 @@
-"""Server-Sent Events: a task's event log, replayed then live (`follow`), and the
-tenant's firehose.
+"""Server-Sent Events: a task's event log, replayed then live (`following/follower.py`),
+and the tenant's firehose.
 
 Streams outlive the request that authorized them, so they re-check it as they poll
 (`authorized`): revoking the key (or the key that minted a stream token) ends them.
@@ -80,7 +80,7 @@ async def task_events(
 ) -> AsyncIterator[ServerSentEvent]:
     """A task's SSE stream: the snapshot, then each event (`id` = its seq; only of
     `types`, if any), with keep-alives while idle, until the terminal event (see
-    `follow`)."""
+    `following/follower.TaskFollower.follow`)."""
     settings = caller.settings
     follow = caller.service.follower.follow(
         tenant=caller.tenant,

@@ -15,6 +15,9 @@ Two kinds, so that several processes and replicas add up:
   most once per `METRICS_CACHE_SECONDS` (concurrent scrapes share the read), from
   small partial indexes: the same figures from every replica, so take one, not
   the sum (`max by` the metric).
+
+Two modules are named `metrics`: this one defines the metrics and what every layer
+counts into; `api/routes/metrics.py` is the REST route that serves them.
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
 """Everything that speaks SQL, and every database connection.
 
-- `tables` (the schema, as SQLAlchemy Core), `migrate` (alembic), `embedded`.
+- `tables` (the schema, as SQLAlchemy Core; with `tables_base` and `tables_webhooks`),
+  `migrate` (alembic), `embedded`.
 - `engine` (SQLAlchemy's pool, for admin paths) and `sql` (`Database`: compiled
   statements on an asyncpg pool, for hot paths); `notify` (LISTEN/NOTIFY and the
   connections outside the pools); `outage` (one warning per fault).
-- Stores, one per table family: `store` (tasks and their events), `submits` (batched
-  submits), `leases` (claim, heartbeat, release, reaper; the claim's statement in
-  `claims`), `ledger` (a run's messages and tool calls), `webhooks` (subscriptions
-  and the delivery outbox), `keys`, `live` (the live output of streaming runs),
-  `overview` (a tenant at a glance).
+- Stores, one per table family: `tasks` (`TaskStore`: tasks and their events, with
+  `eventlog`, `rows`, `task_pages`, `counts`, `cancels`, `parents`), `submits`
+  (batched submits), `leases` (claim, heartbeat, release, the reaper's; the claim's
+  statement in `claims`), `steps` (the step ledger: a run's messages, tool calls and
+  events), `followups`, `live` (the live output of streaming runs),
+  `webhook_subscriptions`, `webhook_outbox` and `webhook_deliveries`, `schedules`,
+  `budgets` (model rate limits), `retention`, `keys`, `overview` (a tenant at a
+  glance).
 
 What a write fires, besides its own rows: every INSERT into `task_events` runs two
 triggers (see `notify`): `task_events_notify` NOTIFYs `taskservice_events`, and

@@ -1,4 +1,4 @@
-"""The model rate limit budgets' SQL (`rate_limits.py`, `worker/budget.py`).
+"""The model rate limit budgets' SQL (`common/rate_limits.py`, `worker/budget.py`).
 
 Each budget is a row holding its GCRA state: `requests_tat` and `tokens_tat`, the
 times up to which the budget is spent (a request costs `period / amount` seconds of

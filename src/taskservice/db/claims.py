@@ -3,6 +3,10 @@ shared out fairly across tenants (each tenant's share within its free slots unde
 the per-tenant cap), in claim order within a tenant (priority, then `run_at`, then
 age), and each becomes `running` under a new (owner, attempt) lease. `LeaseStore`
 (`leases.py`) runs the statement; a claim under a per-tenant cap holds `CLAIM_LOCK`.
+
+Two modules are named `claims`, one claim seen from two layers: this one is the claim's
+SQL (storage); `worker/claims.py` is the loop that runs claims, of tasks (through
+`LeaseStore`) and of webhook deliveries (`db/webhook_outbox.py`).
 """
 
 from __future__ import annotations

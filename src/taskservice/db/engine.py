@@ -43,7 +43,7 @@ def asyncpg_dsn(url: str) -> tuple[str, dict[str, Any]]:
 def dumps_json(value: Any) -> str:
     """JSON as the service stores it: compact, UTF-8 kept as is; a value PostgreSQL
     could not store or the service could not read back is refused
-    (`jsonvalues.JsonRefused`, a 422) before anything is sent."""
+    (`domain/jsonvalues.JsonRefused`, a 422) before anything is sent."""
     return jsonvalues.encode(value)
 
 

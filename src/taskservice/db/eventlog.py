@@ -9,7 +9,7 @@ exactly when its change does. Each insert fires the triggers described in
 
 Events are read two ways: a task's own log by `seq` (what `Last-Event-ID` resumes
 from), and a tenant's firehose by the global `id`, never past the watermark (see
-`events.Watermark`).
+`following/hub.Watermark`).
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ class ApiKeyStore:
             return bool((await conn.execute(stmt)).scalar_one())
 
     async def any_created(self) -> bool:
-        """Whether any key was ever created (revoked ones count: see `auth`)."""
+        """Whether any key was ever created (revoked ones count: see
+        `usecases/auth.py`)."""
         async with self.engine.connect() as conn:
             return bool((await conn.execute(select(exists().select_from(api_keys)))).scalar_one())
 

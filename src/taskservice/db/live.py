@@ -5,7 +5,7 @@ channel and as the text so far in `task_live`.
 worker (LiveWriter) ─ flush, ≤ 1 per tick ─▶ one statement: task_live += text,
                                               NOTIFY taskservice_deltas (the deltas)
 every process's event hub ◀── LISTEN ─────────┘
-   └▶ live.LiveFeed ─▶ the streams following that task
+   └▶ following/deltas.LiveFeed ─▶ the streams following that task
 a stream opened mid-message ─▶ so_far(): task_live's text of the message in progress
 a stream opened on a quiet task ─▶ ask(): quiet = false, NOTIFY taskservice_live_asked
    └▶ the worker running it streams its next model response (`worker/live_output.py`)

@@ -11,6 +11,10 @@ statement, reading only what indexes reach cheaply whatever the number of tasks:
 - the workers holding this tenant's running tasks, with their leases;
 - the webhook outbox: deliveries waiting (and the oldest due), those failing (retried
   after a failed attempt), and those given up in the window.
+
+Two modules are named `overview`: this one is the statement (storage), read through
+`usecases/tasks.TaskService.overview`; `api/routes/overview.py` is the REST route and
+its response's shape.
 """
 
 from __future__ import annotations

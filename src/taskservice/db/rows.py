@@ -1,5 +1,5 @@
-"""Task rows as `models.Task`: read back from any statement that returns `tasks.*`,
-or made from a submit and the columns the database generated."""
+"""Task rows as `domain/models.Task`: read back from any statement that returns
+`tasks.*`, or made from a submit and the columns the database generated."""
 
 from __future__ import annotations
 

@@ -11,6 +11,11 @@
   moves the schedule on, together. The task's idempotency key
   (`schedule:<id>:<slot>`, unique per tenant) refuses a second task for a slot even
   if a schedule's `next_run_at` were ever set back.
+
+Four modules are named `schedules`, one concept seen from four layers: this one is the
+schedules' SQL and the scheduler's (storage); `domain/schedules.py` holds the values and
+the pure slot arithmetic, `usecases/schedules.py` the use case (made, checked, fired),
+`api/routes/schedules.py` the REST routes.
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ tasks = Table(
     Index("ix_tasks_tenant_status_at", "tenant", "status_at", "id"),
 )
 
-# Model rate limits (migration 0018, `rate_limits.py`): each budget's GCRA state,
+# Model rate limits (migration 0018, `common/rate_limits.py`): each budget's GCRA state,
 # shared by every process.
 rate_budgets = Table(
     "rate_budgets",

@@ -8,6 +8,10 @@ conditional UPDATEs: no row back means the caller lost a race and nothing was wr
 Statements are built with SQLAlchemy Core once per shape and run compiled on the
 asyncpg connection (see `db.sql`); submits are written in batches that share a commit
 (see `db.submits`).
+
+Four modules are named `tasks`: this one is the tasks' SQL (storage);
+`usecases/tasks.py` is the use case over it (`TaskService`), `api/routes/tasks.py` the
+REST routes over that, and `mcp/tasks.py` a task's shapes in MCP.
 """
 
 from __future__ import annotations
@@ -135,8 +139,8 @@ WHERE task_calls.task_id = :p_id AND task_calls.tool_call_id = x.id
 """).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("p_answers", type_=JSONB))
 )
 
-# Tasks a free message may reach (`inbox.TaskInbox.live`): waiting for the answer to
-# one question, or, within a context, taking follow-ups.
+# Tasks a free message may reach (`usecases/inbox.TaskInbox.live`): waiting for the
+# answer to one question, or, within a context, taking follow-ups.
 _LIVE_IN_CONTEXT = Statement(
     text(f"""
 SELECT * FROM tasks

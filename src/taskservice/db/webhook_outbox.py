@@ -50,7 +50,7 @@ class Claimed:
     url: str
     secrets: tuple[str, ...]  # every secret in force: the current one, then the previous
     a2a: dict[str, Any] | None = None  # an A2A push config's version, token, authentication
-    trace_context: dict[str, str] | None = None  # the task's (`tracing`)
+    trace_context: dict[str, str] | None = None  # the task's (`common/tracing.py`)
 
     @classmethod
     def of(cls, row: Row) -> Claimed:

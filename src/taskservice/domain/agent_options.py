@@ -7,11 +7,11 @@ the original design used.
 | `model`         | `metadata.model_name`    | 200 chars      |
 | `agent`         | `metadata.config_name`   | 100 chars      |
 
-A metadata key counts when its field is absent; the two together must agree (else a
-422 naming both). Whichever way a value comes, the same checks follow (the model
-allow-list, the known profiles: `agents.AgentCatalog.resolve`), on every transport:
-the rule lives in the use case (`service.TaskService.submit`). The metadata itself
-is stored as given.
+A metadata key counts when its field is absent; the two together must agree (else a 422
+naming both). Whichever way a value comes, the same checks follow (the model allow-list,
+the known profiles: `agents/catalog.AgentCatalog.resolve`), on every transport: the rule
+lives in the use case (`usecases/submission.NewTasks.prepare`). The metadata itself is
+stored as given.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
-"""Domain errors raised by the service layer; each transport maps them to its own form
-(REST: application/problem+json)."""
+"""Domain errors raised by the use cases (and the layers below them); each transport maps
+them to its own form (REST: application/problem+json; A2A: its error kinds).
+
+Three modules are named `errors`: this one holds the errors themselves (the domain's);
+`api/errors.py` writes them as problem+json (REST), and `a2a/errors.py` holds A2A's
+error kinds, to which `a2a/errors.from_service` maps them.
+"""
 
 from __future__ import annotations
 

@@ -52,7 +52,8 @@ class NewTask:
     idempotency_key: str | None = None
     request_hash: str | None = None
     detached: bool = False  # a subtask that outlives its parent's failure or cancel
-    trace_context: dict[str, str] | None = None  # the span it continues (`tracing`)
+    # The span it continues (`common/tracing.py`).
+    trace_context: dict[str, str] | None = None
     priority: int = 0  # claimed higher first
     run_at: datetime | None = None  # not claimed before; None: at once
     quiet: bool = False  # no live output until a stream asks for it (`Task.quiet`)
@@ -99,7 +100,8 @@ class Task:
     # claim that resumes it only.
     paid_slot: dict[str, Any] | None = None
     # Its model requests are not streamed (no live output) until a stream asks for
-    # its deltas: submitted by a call that waits without a stream (`live.LiveFeed`).
+    # its deltas: submitted by a call that waits without a stream
+    # (`following/deltas.LiveFeed`).
     quiet: bool = False
     # Delegated to a remote A2A agent: {agent, message_id, task_id} (`worker/delegation.py`).
     remote: dict[str, Any] | None = None

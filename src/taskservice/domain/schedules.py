@@ -3,10 +3,15 @@ arrive (a REST field, A2A message metadata, a schedule's template), and the slot
 of recurring schedules (cron expressions in a time zone, with cronsim). Pure.
 
 The claim takes a tenant's tasks highest priority first, then by `run_at`, then in
-submission order (`db/leases.py`); tenants still share the workers evenly whatever
+submission order (`db/claims.py`); tenants still share the workers evenly whatever
 their priorities. A task submitted with a `run_at` in the future stays `pending`
 (and `delayed`) until then; the scheduler (`worker/scheduler.py`) makes it claimable
 within its tick of that time.
+
+Four modules are named `schedules`, one concept seen from four layers: this one holds
+schedules as values (`Schedule`, `Cron`, the slots `plan` gives), pure; they are stored
+by `db/schedules.py`, made, checked and fired by `usecases/schedules.py` (on the
+scheduler's tick, `worker/scheduler.py`), and served by `api/routes/schedules.py`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,13 @@
 subscription (which states of which tasks go to which URL) and a delivery with its
 attempts. Stored and read by `db/webhook_subscriptions.py` and
 `db/webhook_deliveries.py`; registered through `usecases/subscriptions.py`; sent by
-`worker/webhook_dispatcher.py` and `webhooks/`."""
+`worker/webhook_dispatcher.py` and `webhooks/`.
+
+Two modules are named `webhooks`, and a package: this one holds webhooks as values (the
+domain's); `api/routes/webhooks.py` is the REST routes (over
+`usecases/subscriptions.py`), and the package `webhooks/` holds the sender's adapters
+(HTTP client, signatures, SSRF checks).
+"""
 
 from __future__ import annotations
 

@@ -11,16 +11,16 @@ watch the task ─▶ snapshot (the task, read once watching) ─▶ events seq 
 ```
 
 Watching starts before the snapshot is read, so no change can slip in between. A
-notice only marks the follower dirty (`events.TaskWatchers`); it then reads what it
+notice only marks the follower dirty (`hub.TaskWatchers`); it then reads what it
 has not seen from the event log, in order, so a lost notice costs latency (the poll
 covers it), never an event. An idle follower holds a flag, no task, page or timer.
 
 With `deltas`, the follower also yields the live output of the model response being
-written (`live.LiveView`): once the replay of the log is done, the text so far of
-the message in progress, then each delta as it arrives. Deltas wake the follower
-without marking it dirty, so they cost no read of the event log. Following a quiet
-task's deltas asks for them (`LiveFeed.ask`): its model responses are streamed from
-the next one on.
+written (`deltas.LiveView`): once the replay of the log is done, the text so far of the
+message in progress, then each delta as it arrives. Deltas wake the follower without
+marking it dirty, so they cost no read of the event log. Following a quiet task's deltas
+asks for them (`deltas.LiveFeed.ask`): its model responses are streamed from the next
+one on.
 """
 
 from __future__ import annotations

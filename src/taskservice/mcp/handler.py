@@ -2,7 +2,12 @@
 tools (a page of agent profiles) and a plain call (submit the task, wait for it).
 
 A call is an ordinary task of the caller's tenant, on the tool's profile: it shows on
-REST, SSE, webhooks and A2A like any other, and outlives the call that made it."""
+REST, SSE, webhooks and A2A like any other, and outlives the call that made it.
+
+Two modules are named `handler`, one per protocol binding, each the protocol's
+operations on the same use cases with no transport: this one is MCP's; `a2a/handler.py`
+is A2A's.
+"""
 
 from __future__ import annotations
 
@@ -124,8 +129,8 @@ class MCPHandler:
     ) -> dict[str, Any]:
         """Run the tool `name`'s agent on the arguments as a task and answer with its
         result; a task still unfinished when the wait is over goes on, and the answer
-        says so (`tools.unfinished`). `progress` hears the agent's progress reports
-        (percent of 100, note) meanwhile."""
+        says so (`profile_tools.unfinished`). `progress` hears the agent's progress
+        reports (percent of 100, note) meanwhile."""
         task = await self.start(name, arguments)
         waited = self._wait_seconds
 

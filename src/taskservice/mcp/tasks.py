@@ -1,7 +1,12 @@
 """MCP's task shapes of the service's tasks, per revision: the 2026-07-28 Tasks
 extension (`io.modelcontextprotocol/tasks`: a flat handle, `tasks/get` that inlines
 the result, the error or the input requests) and the 2025-11-25 core tasks (a handle
-nested under `task`, `ttl`/`pollInterval`). The MCP task id is the task's id."""
+nested under `task`, `ttl`/`pollInterval`). The MCP task id is the task's id.
+
+Four modules are named `tasks`: this one is how MCP shows a task (its protocol binding);
+the use case is `usecases/tasks.py`, the SQL `db/tasks.py`, the REST routes
+`api/routes/tasks.py`.
+"""
 
 from __future__ import annotations
 

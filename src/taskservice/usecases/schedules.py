@@ -5,9 +5,14 @@ again when a slot fires (the catalog may have changed meanwhile).
 A slot's task is an ordinary task: the template's fields, `metadata.scheduled_by`
 naming the schedule and the slot, and the idempotency key `schedule:<id>:<slot>`,
 which makes a slot's task unique per tenant. Missed slots (no process was up)
-follow the schedule's `missed` policy (`scheduling.plan`). A disabled schedule has
+follow the schedule's `missed` policy (`domain/schedules.plan`). A disabled schedule has
 no next run; enabled again, it goes on from its next slot after now (the slots
 while it was off are not made up).
+
+Four modules are named `schedules`, one concept seen from four layers: this one is the
+use case; the values and the slot arithmetic are `domain/schedules.py`, the SQL
+`db/schedules.py`, the REST routes `api/routes/schedules.py`, and the scheduler that
+calls `fire_due` is `worker/scheduler.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Webhook subscriptions and deliveries as the API sees them: validation, tenancy.
 
-Every URL is checked (`targets.resolve`) at registration, with the same rules the
-dispatcher applies again at every attempt, so a caller learns at once that a target
+Every URL is checked (`webhooks/targets.resolve`) at registration, with the same rules
+the dispatcher applies again at every attempt, so a caller learns at once that a target
 is refused instead of from a delivery log.
 """
 

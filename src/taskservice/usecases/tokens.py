@@ -7,6 +7,9 @@ event streams. It also names the key that minted it: revoking that key ends its
 tokens within `auth_cache_seconds`, and the streams they opened at their next poll. It
 is stateless (HMAC-SHA256 over its claims) with a key every replica reads from the
 database, so any replica verifies any other's tokens.
+
+Two modules are named `tokens`: this one mints and checks stream tokens (the use case);
+`api/routes/tokens.py` is the REST route that hands them out.
 """
 
 from __future__ import annotations

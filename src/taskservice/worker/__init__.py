@@ -1,1 +1,6 @@
-"""Workers: the pool that claims and leases tasks, and the executor that runs them."""
+"""The runners: the worker pool that claims, leases and runs tasks (`pool`), the
+executor, step ledger and delegation that run them, and what every process runs
+beside it: the heartbeat, reaper, scheduler and pruner; the claim loop (`claims`)
+the pool and the webhook dispatcher (`webhook_dispatcher`) share, which know nothing
+of each other (an import contract).
+"""

@@ -1,5 +1,5 @@
-"""A run's model gate (`rate_limits.ModelGate`): each budgeted model request takes its
-slot from the shared budgets (`db/budgets.py`) before it is sent.
+"""A run's model gate (`common/rate_limits.ModelGate`): each budgeted model request
+takes its slot from the shared budgets (`db/budgets.py`) before it is sent.
 
 A slot due now, or within `INLINE_WAIT`, is taken at once; a later one is reserved
 and the run stops with `Throttled`: the pool gives the task back until the slot

@@ -15,6 +15,10 @@ announcement wakes the loop), and under load cost a statement per wake.
 A claim that fails on the database is reported once per outage (`db.outage`) and
 retried after `RETRY_DELAY`; the loop never ends by itself but on `stop`, and an
 unexpected error is logged at once rather than found at shutdown.
+
+Two modules are named `claims`, one claim seen from two layers: this one is the runners'
+loop; the statement that claims tasks is `db/claims.py` (storage), the one that claims
+deliveries `db/webhook_outbox.py`.
 """
 
 from __future__ import annotations

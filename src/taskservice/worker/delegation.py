@@ -1,4 +1,4 @@
-"""Delegation: a task on an `a2a` profile (`remote_agents`) is run by a remote A2A
+"""Delegation: a task on an `a2a` profile (`agents/remote.py`) is run by a remote A2A
 agent, spoken to with the official A2A SDK's client (the version and binding its
 card says), and followed until it settles.
 

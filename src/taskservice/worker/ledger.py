@@ -66,8 +66,8 @@ class LeaseLost(Exception):
 
 
 class RunLedger(RunHooks):
-    """The worker's adapter of the `RunHooks` port (`tools.RunHooks`, what tools call):
-    one run's ledger, written through fenced statements."""
+    """The worker's adapter of the `RunHooks` port (`agents/tools.RunHooks`, what tools
+    call): one run's ledger, written through fenced statements."""
 
     def __init__(
         self,
@@ -360,7 +360,8 @@ class RunLedger(RunHooks):
 
     async def ask(self, call_id: str, name: str, question: str) -> None:
         """A question for a person that no model asked (a remote agent's, relayed):
-        a pending call, which the answer completes (`inbox.TaskInbox.answer`)."""
+        a pending call, which the answer completes
+        (`usecases/inbox.TaskInbox.answer`)."""
         await self._call(call_id, name, {"question": question}, "pending")
 
     async def answer_to(self, call_id: str) -> str | None:

@@ -4,7 +4,7 @@ Each tick
 - makes claimable the tasks whose `run_at` has come (`db/schedules.py`), and wakes
   this process's workers when any did, or when a task it knew to be due at this
   moment was made claimable by another process (an API-only replica, say);
-- fires the slots of the schedules that are due (`schedules.ScheduleService`):
+- fires the slots of the schedules that are due (`usecases/schedules.ScheduleService`):
   exactly once across processes, each slot's task committed with the schedule's
   move to its next slot.
 

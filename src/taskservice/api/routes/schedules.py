@@ -1,4 +1,4 @@
-"""Recurring schedules: `/v1/schedules` (`schedules.ScheduleService`)."""
+"""Recurring schedules: `/v1/schedules` (`usecases/schedules.ScheduleService`)."""
 
 from __future__ import annotations
 
