@@ -6,6 +6,10 @@ case of its own.
 Transport-independent: the REST routes and the A2A binding are thin adapters over
 `TaskService`, and a running agent's subtasks go through it too. Every rule about
 what a request may do lives here; every SQL statement lives in `db`.
+
+Four modules are named `tasks`: this one is the use case (`TaskService`); the tasks'
+SQL is `db/tasks.py`, the REST routes over this one `api/routes/tasks.py`, and how
+MCP shows a task `mcp/tasks.py`.
 """
 
 from __future__ import annotations
