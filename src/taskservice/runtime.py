@@ -190,6 +190,79 @@ class _Following:
         return cls(hub, TaskWatchers(hub), watermark, feed, quiet_runs)
 
 
+def _catalog(
+    stack: AsyncExitStack,
+    settings: Settings,
+    *,
+    models: Mapping[str, Model] | None,
+    tools: Mapping[str, ToolFunction] | None,
+    tracing: Tracing,
+) -> AgentCatalog:
+    """The agent profiles, with the plugins' models and tools and those given."""
+    plugin_models, plugin_tools = load_plugins(settings.plugins)
+    catalog = AgentCatalog(
+        settings,
+        models={**plugin_models, **(models or {})},
+        tools={**plugin_tools, **(tools or {})},
+        tracing=tracing,
+    )
+    stack.push_async_callback(catalog.aclose)
+    return catalog
+
+
+@dataclass
+class _UseCases:
+    """What the transports and the runners act through."""
+
+    service: TaskService
+    inbox: TaskInbox
+    webhooks: WebhookService
+    schedules: ScheduleService
+    schedule_store: ScheduleStore  # the scheduler's
+
+    @classmethod
+    def make(
+        cls,
+        storage: _Storage,
+        settings: Settings,
+        catalog: AgentCatalog,
+        following: _Following,
+        tracing: Tracing,
+    ) -> _UseCases:
+        webhooks = WebhookService(SubscriptionStore(storage.db), DeliveryLog(storage.db), settings)
+        # What a new task is made of, checked: for submits and schedules' slots alike.
+        new_tasks = NewTasks(
+            store=storage.tasks, catalog=catalog, settings=settings, tracing=tracing
+        )
+        service = TaskService(
+            store=storage.tasks,
+            log=storage.events,
+            ledger=storage.ledger,
+            catalog=catalog,
+            settings=settings,
+            watchers=following.watchers,
+            webhooks=webhooks,
+            live=following.feed,
+            tracing=tracing,
+            new_tasks=new_tasks,
+        )
+        # Messages to a task: answers to its questions, follow-ups for its run.
+        inbox = TaskInbox(
+            store=storage.tasks,
+            followups=FollowupStore(storage.db),
+            settings=settings,
+            get=service.get,
+        )
+        schedule_store = ScheduleStore(storage.db)
+        return cls(
+            service=service,
+            inbox=inbox,
+            webhooks=webhooks,
+            schedules=ScheduleService(schedule_store, new_tasks),
+            schedule_store=schedule_store,
+        )
+
+
 async def _worker_pool(
     stack: AsyncExitStack,
     storage: _Storage,
@@ -280,15 +353,8 @@ class Runtime:
         async with AsyncExitStack() as stack:
             storage = await _Storage.open(stack, url, settings)
             _upkeep(stack, storage, settings)
-            plugin_models, plugin_tools = load_plugins(settings.plugins)
             tracing = Tracing(settings.otel)
-            catalog = AgentCatalog(
-                settings,
-                models={**plugin_models, **(models or {})},
-                tools={**plugin_tools, **(tools or {})},
-                tracing=tracing,
-            )
-            stack.push_async_callback(catalog.aclose)
+            catalog = _catalog(stack, settings, models=models, tools=tools, tracing=tracing)
             auth = await _authenticator(storage, settings, api=api)
             hub = EventHub(url)
             dispatcher: Dispatcher | None = None
@@ -304,36 +370,9 @@ class Runtime:
             following = await _Following.open(
                 stack, hub, storage, settings, auth=auth, workers=workers
             )
-            webhooks = WebhookService(
-                SubscriptionStore(storage.db), DeliveryLog(storage.db), settings
-            )
-            # What a new task is made of, checked: for submits and schedules' slots alike.
-            new_tasks = NewTasks(
-                store=storage.tasks, catalog=catalog, settings=settings, tracing=tracing
-            )
-            service = TaskService(
-                store=storage.tasks,
-                log=storage.events,
-                ledger=storage.ledger,
-                catalog=catalog,
-                settings=settings,
-                watchers=following.watchers,
-                webhooks=webhooks,
-                live=following.feed,
-                tracing=tracing,
-                new_tasks=new_tasks,
-            )
-            # Messages to a task: answers to its questions, follow-ups for its run.
-            inbox = TaskInbox(
-                store=storage.tasks,
-                followups=FollowupStore(storage.db),
-                settings=settings,
-                get=service.get,
-            )
+            cases = _UseCases.make(storage, settings, catalog, following, tracing)
             # Tasks for later become claimable when their time comes; schedules fire.
-            schedule_store = ScheduleStore(storage.db)
-            schedules = ScheduleService(schedule_store, new_tasks)
-            scheduler = Scheduler(schedule_store, fire=schedules.fire_due)
+            scheduler = Scheduler(cases.schedule_store, fire=cases.schedules.fire_due)
             scheduler.start()
             stack.push_async_callback(scheduler.stop)
             pool: WorkerPool | None = None
@@ -342,8 +381,8 @@ class Runtime:
                     stack,
                     storage,
                     settings,
-                    service=service,
-                    inbox=inbox,
+                    service=cases.service,
+                    inbox=cases.inbox,
                     catalog=catalog,
                     following=following,
                     tracing=tracing,
@@ -357,7 +396,7 @@ class Runtime:
                     metrics.serving(
                         settings.metrics_host,
                         settings.metrics_port,
-                        service.queue,
+                        cases.service.queue,
                         within=settings.metrics_cache_seconds,
                     )
                 )
@@ -372,9 +411,9 @@ class Runtime:
                 keys=storage.keys,
                 auth=auth,
                 catalog=catalog,
-                service=service,
-                inbox=inbox,
-                router=MessageRouter(service, inbox, model=router_model),
+                service=cases.service,
+                inbox=cases.inbox,
+                router=MessageRouter(cases.service, cases.inbox, model=router_model),
                 tokens=StreamTokens(
                     settings.stream_token_secret
                     or await service_secret(storage.engine, "stream_tokens")
@@ -382,7 +421,7 @@ class Runtime:
                 hub=following.hub,
                 watermark=following.watermark,
                 pool=pool,
-                webhooks=webhooks,
-                schedules=schedules,
+                webhooks=cases.webhooks,
+                schedules=cases.schedules,
                 dispatcher=dispatcher,
             )
