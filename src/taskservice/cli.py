@@ -241,7 +241,13 @@ def cmd_openapi(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="taskservice", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="taskservice",
+        description="Run LLM sub-agents as durable tasks: serve the API and workers, "
+        "manage the database and API keys, and submit and manage tasks over HTTP.",
+        epilog="`taskservice COMMAND --help` for a command's options. "
+        "Docs: the README, and /docs on a running service.",
+    )
     parser.add_argument("--log-level", help="debug, info, warning, error (TASKSERVICE_LOG_LEVEL)")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -1,7 +1,8 @@
 """The `taskservice` verbs that talk to a running service over HTTP, through the
 Python client (`taskservice.client`): `submit [--follow]` and `tasks list | get |
-cancel | input`. Problems print as `error: …` with exit code 1; an unreachable
-service is exit code 4; `submit --follow` exits with the task's final state."""
+cancel | input`. `submit --follow` exits with the task's final state (`EXIT_CODES`);
+an unreachable service is exit code 4, a request the service refused (its problem
+printed as `error: …`) 5, and Ctrl-C 130, saying that the task goes on."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Any
 # `submit --follow` exits with the task's final state.
 EXIT_CODES = {"completed": 0, "failed": 1, "cancelled": 2, "input_required": 3}
 EXIT_UNREACHABLE = 4
+EXIT_REFUSED = 5  # the service answered with a problem (a 4xx, or a 5xx it meant)
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -47,10 +50,23 @@ def _remote(
             return asyncio.run(go())
         except TaskServiceError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return EXIT_REFUSED
         except httpx.TransportError as exc:
             print(f"error: cannot reach the service: {exc}", file=sys.stderr)
             return EXIT_UNREACHABLE
+        except KeyboardInterrupt:
+            # Only this command stops: a task submitted runs on in the service.
+            task_id = getattr(args, "submitted", None)
+            if task_id is not None:
+                print(
+                    f"\ninterrupted: task {task_id} goes on in the service; follow it with "
+                    f"`taskservice tasks get {task_id} --wait 30`, or stop it with "
+                    f"`taskservice tasks cancel {task_id}`",
+                    file=sys.stderr,
+                )
+            else:
+                print("\ninterrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
 
     return run
 
@@ -71,7 +87,8 @@ async def _submit(client: Any, args: argparse.Namespace) -> int:
     if not args.follow:
         _print(task)
         return 0
-    print(f"task {task['id']} submitted", file=sys.stderr)
+    args.submitted = task["id"]  # for Ctrl-C's message: the task goes on
+    print(f"task {task['id']} submitted (Ctrl-C stops following, not the task)", file=sys.stderr)
     writing = False  # the model's text is being printed as it comes
     async for event in client.stream(task["id"], deltas=True):
         data = event["data"]
@@ -123,7 +140,7 @@ def _add_remote(parser: argparse.ArgumentParser) -> None:
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The `submit` and `tasks` subcommands, on the command's subparsers."""
     submit = sub.add_parser("submit", help="submit a task (over HTTP)")
-    submit.add_argument("input")
+    submit.add_argument("input", help="the task for the agent, as text")
     submit.add_argument("--follow", "-f", action="store_true", help="stream events until done")
     submit.add_argument("--system-prompt")
     submit.add_argument("--agent", help="agent profile")
@@ -138,19 +155,27 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     tasks = sub.add_parser("tasks", help="list, get, cancel or answer tasks (over HTTP)")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
-    listing = tasks_sub.add_parser("list")
-    listing.add_argument("--state", action="append")
-    listing.add_argument("--context-id")
-    listing.add_argument("--limit", type=int)
-    get = tasks_sub.add_parser("get")
-    get.add_argument("id")
-    get.add_argument("--wait", type=float, help="long poll up to this many seconds")
-    cancel = tasks_sub.add_parser("cancel")
-    cancel.add_argument("id")
-    cancel.add_argument("--reason")
+    listing = tasks_sub.add_parser("list", help="the newest tasks, as JSON")
+    listing.add_argument(
+        "--state", action="append", help="only tasks in this state (repeat for several)"
+    )
+    listing.add_argument("--context-id", help="only tasks of this context")
+    listing.add_argument(
+        "--limit", type=int, help="at most this many (default: the service's page size)"
+    )
+    get = tasks_sub.add_parser("get", help="one task, as JSON")
+    get.add_argument("id", help="the task's id")
+    get.add_argument(
+        "--wait",
+        type=float,
+        help="wait up to this many seconds for it to finish or ask for input",
+    )
+    cancel = tasks_sub.add_parser("cancel", help="cancel a task (and its subtasks)")
+    cancel.add_argument("id", help="the task's id")
+    cancel.add_argument("--reason", help="kept with the task")
     answer = tasks_sub.add_parser("input", help="answer a task waiting for input")
-    answer.add_argument("id")
-    answer.add_argument("answer")
+    answer.add_argument("id", help="the task's id")
+    answer.add_argument("answer", help="the answer, as text")
     for command in (listing, get, cancel, answer):
         _add_remote(command)
     tasks.set_defaults(func=_remote(_tasks))

@@ -84,6 +84,17 @@ async def test_wrong_types_and_unknown_fields_are_422_naming_the_field(
     assert problem["errors"]
 
 
+@pytest.mark.parametrize("given", ["", 42, None, [], True], ids=str)
+async def test_an_input_that_is_neither_text_nor_object_is_one_error_a_person_reads(
+    client: httpx.AsyncClient, db: AsyncEngine, given: object
+) -> None:
+    """Not one error per member of the field's union (`constrained-str: …;
+    dict[str,any]: …`): one, saying what an input may be."""
+    problem = await assert_problem(await client.post("/v1/tasks", json={"input": given}), 422, db)
+    assert problem["detail"] == "body.input: input must be a non-empty text or a JSON object"
+    assert [error["loc"] for error in problem["errors"]] == [["body", "input"]]
+
+
 async def test_a_body_over_the_request_limit_is_413(
     client: httpx.AsyncClient, db: AsyncEngine
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from taskservice.cli_remote import EXIT_INTERRUPTED, EXIT_REFUSED
 from taskservice.client import LiveText, TaskClient, TaskServiceError
 from tests.conftest import LiveFactory
 
@@ -161,8 +163,57 @@ async def test_submit_follow_prints_events_and_exits_with_the_final_state(
         assert code == 0
         assert '"state": "completed"' in out
         code, _, err = await run_cli(live.url, "tasks", "cancel", task["id"])
-        assert code == 1
+        assert code == EXIT_REFUSED  # not 1, a failed task's code
         assert "409" in err
+        code, _, err = await run_cli(live.url, "submit", "x", "--priority", "5000")
+        assert code == EXIT_REFUSED
+        assert "priority" in err
+
+
+async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    await asyncio.sleep(3)
+    return ModelResponse(parts=[TextPart("done, slowly")])
+
+
+async def test_ctrl_c_stops_following_not_the_task(make_live: LiveFactory) -> None:
+    """Ctrl-C during `submit --follow`: one message saying the task goes on and how
+    to follow it, exit 130, no traceback; the task runs to its end."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TASKSERVICE_")}
+    async with (
+        make_live(models={"slow": FunctionModel(slow)}, workers_enabled=True) as live,
+        TaskClient(live.url) as client,
+    ):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "taskservice.cli",
+            "submit",
+            "take your time",
+            "--model",
+            "slow",
+            "--follow",
+            "--url",
+            live.url,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert process.stderr is not None
+        seen = b""
+        while b"state_change" not in seen:  # following: the task is running
+            line = await asyncio.wait_for(process.stderr.readline(), 30)
+            assert line, seen
+            seen += line
+        process.send_signal(signal.SIGINT)
+        _, rest = await asyncio.wait_for(process.communicate(), 30)
+        err = (seen + rest).decode()
+        task_id = err.split("task ", 1)[1].split(" ", 1)[0]
+        done = await client.wait(task_id, within=30)
+    assert process.returncode == EXIT_INTERRUPTED
+    assert f"interrupted: task {task_id} goes on" in err, err
+    assert "Traceback" not in err, err
+    assert done["state"] == "completed"
+    assert done["result"] == "done, slowly"
 
 
 async def test_submit_follow_prints_the_answer_as_the_model_writes_it(

@@ -29,3 +29,11 @@ async def test_the_dashboard_is_served_from_the_package_under_a_strict_policy(
 async def test_the_dashboard_is_not_in_the_api_document(client: httpx.AsyncClient) -> None:
     paths = (await client.get("/openapi.json")).json()["paths"]
     assert not [path for path in paths if path.startswith("/ui")]
+
+
+async def test_the_service_address_opens_the_dashboard(client: httpx.AsyncClient) -> None:
+    """`/` in a browser is the dashboard, not a JSON 404; it is no API operation."""
+    for method in ("GET", "HEAD"):
+        moved = await client.request(method, "/")
+        assert (moved.status_code, moved.headers["location"]) == (307, "ui/")
+    assert "/" not in (await client.get("/openapi.json")).json()["paths"]

@@ -1,5 +1,6 @@
 """What a process loads at start: the A2A SDK (about 8 MiB of every process) only
-where an agent profile delegates to a remote agent."""
+where an agent profile delegates to a remote agent; the MCP client (pydantic-ai's,
+FastMCP's: over a second to import) only when a profile's MCP servers are used."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ _LOADED = """
 import sys
 import taskservice.api.app, taskservice.runtime, taskservice.worker.executor
 print(sorted({m.split('.')[0] for m in sys.modules if m == 'a2a' or m.startswith('a2a.')}))
+print(sorted(m for m in sys.modules if m in ('fastmcp', 'pydantic_ai.mcp')))
 """
 
 
@@ -22,7 +24,14 @@ def test_the_app_and_its_workers_load_no_a2a_sdk() -> None:
     loaded = subprocess.run(
         [sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True
     ).stdout
-    assert loaded.strip() == "[]"
+    assert loaded.split("\n")[0] == "[]"
+
+
+def test_the_app_and_its_workers_load_no_mcp_client() -> None:
+    loaded = subprocess.run(
+        [sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.split("\n")[1] == "[]"
 
 
 def test_a_delegator_only_where_a_profile_delegates(tmp_path: Path) -> None:

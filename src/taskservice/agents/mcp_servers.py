@@ -23,7 +23,6 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from pydantic_ai import RunContext
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
@@ -115,7 +114,11 @@ class Ledgered(WrapperToolset[RunHooks]):
 
 
 def toolset(server: McpServer, settings: Settings) -> AbstractToolset[RunHooks]:
-    """The tools of `server` for an agent (only those its `tools` name)."""
+    """The tools of `server` for an agent (only those its `tools` name). pydantic-ai's
+    MCP client (FastMCP's underneath, a second or more to import) is loaded here, by
+    the first run of a profile with MCP servers, not by every process's start."""
+    from pydantic_ai.mcp import MCPToolset
+
     headers = None
     if server.token_env is not None:  # set: `parse_servers` checked it
         headers = {"Authorization": f"Bearer {os.environ[server.token_env]}"}

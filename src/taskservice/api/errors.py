@@ -157,6 +157,13 @@ def _location(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
+def _said(error: dict[str, Any]) -> str:
+    """A validation error's message, without pydantic's "Value error, " before what a
+    validator of ours said."""
+    message: str = error["msg"]
+    return message.removeprefix("Value error, ") if error["type"] == "value_error" else message
+
+
 async def service_problem(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     headers = None
@@ -190,7 +197,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
             type="https://taskservice.dev/problems/malformed-json",
             instance=request.url.path,
         )
-    detail = "; ".join(f"{_location(e['loc'])}: {e['msg']}" for e in errors)
+    detail = "; ".join(f"{_location(e['loc'])}: {_said(e)}" for e in errors)
     return problem(
         422,
         "Invalid request",

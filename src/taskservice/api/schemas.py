@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from taskservice.domain.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.domain.content import CONTEXT_ID_MAX_LENGTH
@@ -212,6 +212,16 @@ class TaskTemplate(Request):
         description="What the agent should do: a prompt, or a JSON object given to it as JSON.",
         examples=["Summarise the A2A protocol in one sentence."],
     )
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _text_or_object(cls, value: Any) -> Any:
+        """One error a person reads for what is neither (the union's own would be one
+        per member: `constrained-str: …; dict[str,any]: …`)."""
+        if (isinstance(value, str) and value) or isinstance(value, dict):
+            return value
+        raise ValueError("input must be a non-empty text or a JSON object")
+
     system_prompt: str | None = Field(
         default=None,
         max_length=SYSTEM_PROMPT.max_length,
@@ -284,7 +294,10 @@ class CancelRequest(Request):
 
 class TaskCreated(TaskOut):
     webhooks: list[WebhookWithSecret] = Field(
-        default_factory=list, description="The webhooks registered with the task, with secrets."
+        default_factory=list,
+        description="The webhooks registered with the task, with their secrets: the one "
+        "answer that shows them. A task as read later (`GET /v1/tasks/{task_id}`) has no "
+        "`webhooks`; `GET /v1/tasks/{task_id}/webhooks` lists them, without secrets.",
     )
 
 

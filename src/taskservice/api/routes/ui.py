@@ -39,6 +39,13 @@ def _read(name: str) -> bytes:
     return (resources.files("taskservice") / "ui" / name).read_bytes()
 
 
+@router.api_route("/", methods=["GET", "HEAD"])
+async def root() -> RedirectResponse:
+    """The service's address, opened in a browser: the dashboard (the API's reference
+    is at `/docs`)."""
+    return RedirectResponse("ui/", status_code=307)  # relative: right behind a prefix
+
+
 @router.api_route("/ui", methods=["GET", "HEAD"])
 async def ui_root() -> RedirectResponse:
     return RedirectResponse("ui/", status_code=308)  # relative: right behind a path prefix
