@@ -20,7 +20,8 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel
 
 from taskservice.db.submits import create_many
-from taskservice.domain.ids import uuid7
+from taskservice.db.tasks import task_params
+from taskservice.domain.models import AgentSpec, NewTask
 
 DSN = os.environ["BENCH_DSN"]
 INSERT = """
@@ -63,19 +64,14 @@ async def create(body: TaskIn, request: Request) -> dict[str, Any]:
 
 @app.post("/v1/tasks-same-sql", status_code=201)
 async def create_same_sql(body: TaskIn, request: Request) -> dict[str, Any]:
-    params = {
-        "id": uuid7(),
-        "tenant": "bare",
-        "input": body.input,  # create_many encodes the JSON columns
-        "agent": json.loads(AGENT),
-        "metadata": body.metadata,
-        "parent_id": None,
-        "context_id": None,
-        "idempotency_key": None,
-        "request_hash": None,
-        "max_attempts": 3,
-        "timeout_seconds": None,
-    }
+    new = NewTask(
+        tenant="bare",
+        input=body.input,  # create_many encodes the JSON columns
+        agent=AgentSpec.from_json(json.loads(AGENT)),
+        metadata=body.metadata,
+        max_attempts=3,
+    )
+    params = task_params(new)
     async with request.app.state.pool.acquire() as conn:
         (row,) = await create_many(conn, [params])
     return {

@@ -183,7 +183,8 @@ async def worker_phase(server: str, count: int, concurrency: int) -> tuple[float
     table (taskservice's own submit statement, 100 per batch): its CPU per task past
     start-up, and tasks per second. Returns (CPU us per task, tasks/s)."""
     from taskservice.db.submits import create_many
-    from taskservice.domain.ids import uuid7
+    from taskservice.db.tasks import task_params
+    from taskservice.domain.models import AgentSpec, NewTask
 
     url = await make_database(server)
     env = {
@@ -203,29 +204,12 @@ async def worker_phase(server: str, count: int, concurrency: int) -> tuple[float
         await asyncio.sleep(3)  # start-up done: the worker idles
         cpu_before = cpu_seconds(worker.pid)
         started = time.perf_counter()
-        agent = {"profile": "default", "model": "offline", "system_prompt": None}
+        # The agent as a submit without a system prompt stores it.
+        spec = {"profile": "default", "model": "offline", "system_prompt": None}
+        agent = AgentSpec.from_json(spec)
+        new = NewTask(tenant="default", input=PROMPT, agent=agent, metadata={}, max_attempts=3)
         for first in range(0, count, 100):
-            batch = [
-                {
-                    "id": uuid7(),
-                    "tenant": "default",
-                    "input": PROMPT,
-                    "agent": agent,
-                    "metadata": {},
-                    "parent_id": None,
-                    "context_id": None,
-                    "idempotency_key": None,
-                    "request_hash": None,
-                    "max_attempts": 3,
-                    "timeout_seconds": None,
-                    "detached": False,
-                    "trace_context": None,
-                    "priority": 0,
-                    "run_at": None,
-                    "quiet": False,
-                }
-                for _ in range(first, min(first + 100, count))
-            ]
+            batch = [task_params(new) for _ in range(first, min(first + 100, count))]
             await create_many(conn, batch)
         done = "SELECT count(*) FROM tasks WHERE state = 'completed'"
         while await conn.fetchval(done) < count:
