@@ -10,4 +10,7 @@ client ─POST /v1/tasks─▶ api ─▶ usecases ─▶ db (one transaction: t
 ```
 """
 
+import time
+
 __version__ = "0.1.0"
+STARTED = time.monotonic()  # when this process began to import taskservice: `serve`'s start

@@ -85,7 +85,9 @@ def _with_database(action: Callable[[Any], Awaitable[int]]) -> int:
     async def run() -> int:
         settings = get_settings()
         url = await resolve_database_url(settings)
-        await migrate.upgrade(url)
+        upgraded = await migrate.upgrade(url)
+        if upgraded.steps:  # one line; each step at --log-level debug
+            log.info("database %s", upgraded.describe())
         engine = create_engine(url, pool_size=1)
         try:
             return await action(engine)

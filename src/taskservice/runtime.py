@@ -17,11 +17,11 @@ from pydantic_ai.models import Model
 from taskservice.agents.catalog import AgentCatalog
 from taskservice.agents.profiles import load_plugins
 from taskservice.agents.tools import ToolFunction
-from taskservice.common import metrics
+from taskservice.common import logs, metrics
 from taskservice.common.tracing import Tracing
 from taskservice.db import ENGINE_POOL_SIZE, migrate
 from taskservice.db.budgets import BudgetStore
-from taskservice.db.embedded import resolve_database_url
+from taskservice.db.embedded import describe_database, resolve_database_url
 from taskservice.db.engine import Engine, create_engine
 from taskservice.db.eventlog import EventLog
 from taskservice.db.followups import FollowupStore
@@ -125,18 +125,24 @@ def _upkeep(stack: AsyncExitStack, storage: _Storage, settings: Settings) -> Non
         stack.push_async_callback(pruner.stop)
 
 
-async def _authenticator(storage: _Storage, settings: Settings, *, api: bool) -> Authenticator:
+async def _authenticator(
+    storage: _Storage, settings: Settings, *, api: bool
+) -> tuple[Authenticator, str | None]:
+    """The authenticator, and why requests without a key are served, if they are."""
     auth = Authenticator(storage.keys, settings)
-    if api and await auth.check_startup():
-        log.warning(
-            "OPEN development mode (%s): requests without a key act as tenant 'default' "
-            "(listening on %s only)",
-            "TASKSERVICE_AUTH_MODE=open"
-            if settings.auth_mode == "open"
-            else "no API key has been created yet",
-            settings.host,
-        )
-    return auth
+    if not (api and await auth.check_startup()):
+        return auth, None
+    why = (
+        "TASKSERVICE_AUTH_MODE=open"
+        if settings.auth_mode == "open"
+        else "no API key has been created yet"
+    )
+    open_mode = (
+        f"OPEN development mode ({why}): requests without a key act as tenant 'default' "
+        f"(listening on {settings.host} only)"
+    )
+    log.warning("%s", open_mode, extra=logs.STARTUP)
+    return auth, open_mode
 
 
 @dataclass
@@ -292,7 +298,7 @@ async def _worker_pool(
         budgets = BudgetStore(storage.db)
         await budgets.configure(settings.rate_limits.values())
         for limit in settings.rate_limits.values():
-            log.info("rate limit %s", limit.describe())
+            log.info("rate limit %s", limit.describe(), extra=logs.STARTUP)
     pool = WorkerPool(
         service=service,
         inbox=inbox,
@@ -307,6 +313,18 @@ async def _worker_pool(
     await pool.start()
     stack.push_async_callback(pool.stop)
     return pool
+
+
+@dataclass(frozen=True)
+class Startup:
+    """What a process's start found: `serve` says it in one block (`serving`)."""
+
+    database: str  # the embedded server, or the configured URL without its password
+    schema: str | None  # what the migration did, when this process migrated
+    open_mode: str | None  # why requests without a key are served, when they are
+    model: str  # the default model
+    workers: int  # how many runs at once; 0: no workers in this process
+    webhooks: bool  # whether this process delivers webhooks
 
 
 @dataclass
@@ -328,6 +346,7 @@ class Runtime:
     webhooks: WebhookService
     dispatcher: Dispatcher | None
     schedules: ScheduleService
+    startup: Startup
     started_at: float = field(default_factory=time.time)  # what this process serves dates from
 
     @classmethod
@@ -348,14 +367,16 @@ class Runtime:
         `push_formats`: how the dispatcher writes A2A push notifications (given by
         the A2A transport, `a2a.push.FORMATS`, which sits above the runtime)."""
         url = await resolve_database_url(settings)
+        schema = None
         if migrate_schema:
-            await migrate.upgrade(url)
+            schema = (await migrate.upgrade(url)).describe()
+            log.info("database %s", schema, extra=logs.STARTUP)
         async with AsyncExitStack() as stack:
             storage = await _Storage.open(stack, url, settings)
             _upkeep(stack, storage, settings)
             tracing = Tracing(settings.otel)
             catalog = _catalog(stack, settings, models=models, tools=tools, tracing=tracing)
-            auth = await _authenticator(storage, settings, api=api)
+            auth, open_mode = await _authenticator(storage, settings, api=api)
             hub = EventHub(url)
             dispatcher: Dispatcher | None = None
             if settings.webhooks_enabled:
@@ -424,4 +445,12 @@ class Runtime:
                 webhooks=cases.webhooks,
                 schedules=cases.schedules,
                 dispatcher=dispatcher,
+                startup=Startup(
+                    database=describe_database(settings, url),
+                    schema=schema,
+                    open_mode=open_mode,
+                    model=catalog.describe_model(),
+                    workers=settings.worker_concurrency if workers else 0,
+                    webhooks=dispatcher is not None,
+                ),
             )

@@ -16,9 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from taskservice import __version__
+
 pytestmark = pytest.mark.slow
 
 STARTUP_TIMEOUT = 60.0  # seconds
+READY_SAID = f"taskservice {__version__} ready in "  # serve's start-up block begins so
 
 
 def free_port() -> int:
@@ -61,7 +64,8 @@ class Server:
         nothing stops gracefully, as when the machine dies."""
         import psutil
 
-        doomed = [self.process.pid, *(c.pid for c in psutil.Process(self.process.pid).children())]
+        serving = psutil.Process(self.process.pid).children(recursive=True)  # the fork server's
+        doomed = [self.process.pid, *(c.pid for c in serving)]
         for pid in doomed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -96,7 +100,9 @@ def serve(env: dict[str, str], log: Path, *args: str) -> Iterator[Server]:
             if process.poll() is not None:
                 raise AssertionError(f"serve exited with {process.returncode}:\n{server.output()}")
             try:
-                if httpx.get(f"{server.url}/readyz", timeout=1).status_code == 200:
+                # Ready, and it said so: its start-up block comes once every process is.
+                ready = httpx.get(f"{server.url}/readyz", timeout=1).status_code == 200
+                if ready and READY_SAID in server.output():
                     break
             except httpx.HTTPError:
                 pass

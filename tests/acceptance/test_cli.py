@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from taskservice.db.embedded import embedded_pid_of
 from taskservice.db.tasks import TaskStore
 from taskservice.domain.states import TaskState
-from tests.acceptance.conftest import cli_env, free_port, run_cli, serve
+from tests.acceptance.conftest import READY_SAID, cli_env, free_port, run_cli, serve
 from tests.integration.helpers import force_state, new_task
 
 pytestmark = pytest.mark.slow
@@ -83,6 +85,62 @@ def test_embedded_postgres_serves_shares_and_survives_a_restart(tmp_path: Path) 
         assert anonymous.status_code == 401
 
     assert done["result"]
+
+
+def ready_block(server_output: str) -> list[str]:
+    """The lines of `serve`'s start-up block, once it has been said."""
+    lines = server_output.splitlines()
+    first = next(i for i, line in enumerate(lines) if READY_SAID in line)
+    return lines[first : first + 7]
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_first_start_says_where_to_browse_in_one_short_block(
+    tmp_path: Path, processes: str
+) -> None:
+    env = cli_env(TASKSERVICE_DATA_DIR=str(tmp_path / "data"))
+    with serve(env, tmp_path / "first.log", "--processes", processes) as server:
+        time.sleep(0.5)  # anything a process would say after the block
+        said = server.output()
+    lines = said.splitlines()
+    # A new database (initdb, 21 migrations) and every process: at most 15 lines,
+    # and no line said by each process in turn.
+    assert len(lines) <= 15, said
+    block = ready_block(said)
+    assert "ready in " in block[0], block
+    assert server.url in block[0], block
+    assert f"{server.url}/ui/" in block[1], block
+    assert f"{server.url}/docs" in block[2], block
+    database = block[3]
+    assert "embedded PostgreSQL in" in database, block
+    assert "started; stops with the service" in database, block
+    assert "migrations applied just now" in database, block
+    assert "OFFLINE model" in block[4], block
+    assert "OPEN development mode" in block[5], block
+    assert block[6].split()[1] == processes, block
+    for noise in ("Running upgrade", "Started server process", "Application startup", "started:"):
+        assert noise not in said, noise
+    if processes == "2":
+        assert "[" not in said.split("taskservice.serve:")[0], "a process spoke before the block"
+
+
+def test_serve_killed_with_minus_9_leaves_no_database_server_behind(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = cli_env(TASKSERVICE_DATA_DIR=str(data))
+    with serve(env, tmp_path / "serve.log") as server:
+        postmaster = embedded_pid_of(data)
+        assert postmaster is not None
+        os.kill(server.process.pid, signal.SIGKILL)  # no exit handler runs
+        server.process.wait(timeout=10)
+        # The watchdog saw it end and stopped the server it alone was using.
+        deadline = time.monotonic() + 30
+        while embedded_pid_of(data) is not None:
+            assert time.monotonic() < deadline, "the embedded PostgreSQL is still running"
+            time.sleep(0.1)
+    # And the next start starts it again, and says so.
+    with serve(env, tmp_path / "again.log") as server:
+        assert embedded_pid_of(data) not in (None, postmaster)
+        assert httpx.get(f"{server.url}/v1/tasks").status_code == 200
 
 
 def test_data_written_before_a_restart_is_read_after_it(tmp_path: Path) -> None:

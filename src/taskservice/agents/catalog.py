@@ -41,6 +41,7 @@ from taskservice.agents.model_client import MODEL_RETRIES, ModelRequestLog
 from taskservice.agents.offline import offline_delay, offline_model
 from taskservice.agents.profiles import DEFAULT_PROFILE, AgentProfile, load_profiles
 from taskservice.agents.tools import BUILTIN_TOOLS, RunHooks, ToolFunction, ledgered
+from taskservice.common.logs import STARTUP
 from taskservice.common.rate_limits import budget_keys
 from taskservice.common.tracing import Tracing
 from taskservice.domain.errors import InvalidRequest
@@ -193,15 +194,20 @@ class AgentCatalog:
             self._http = None
         self._agents.clear()
 
+    def describe_model(self) -> str:
+        """The default model, as the start-up says it."""
+        if self.settings.default_model != OFFLINE_MODEL:
+            return self.settings.default_model
+        configured = [key for key in _PROVIDER_KEYS if os.environ.get(key)]
+        hint = f" ({', '.join(configured)} is set but unused)" if configured else ""
+        return (
+            f"the built-in OFFLINE model, which answers deterministically without any "
+            f"LLM{hint}; set TASKSERVICE_DEFAULT_MODEL (and TASKSERVICE_ALLOWED_MODELS) "
+            "to use a real provider"
+        )
+
     def announce(self) -> None:
         if self.settings.default_model == OFFLINE_MODEL:
-            configured = [key for key in _PROVIDER_KEYS if os.environ.get(key)]
-            hint = f" ({', '.join(configured)} is set but unused)" if configured else ""
-            log.warning(
-                "agents run on the built-in OFFLINE model, which answers deterministically "
-                "without any LLM%s; set TASKSERVICE_DEFAULT_MODEL (and "
-                "TASKSERVICE_ALLOWED_MODELS) to use a real provider",
-                hint,
-            )
+            log.warning("agents run on %s", self.describe_model(), extra=STARTUP)
         else:
-            log.info("default model: %s", self.settings.default_model)
+            log.info("default model: %s", self.describe_model(), extra=STARTUP)

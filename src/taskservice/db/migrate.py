@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -42,9 +44,56 @@ def head_revision() -> str | None:
 _alembic_lock = threading.Lock()
 
 
-def _upgrade_sync(url: str, revision: str) -> None:
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Upgraded:
+    """What an upgrade did: the steps it ran (alembic's "Running upgrade a -> b, why"
+    lines), and the revision the schema is at."""
+
+    steps: list[str] = field(default_factory=list)
+    revision: str | None = None
+
+    def describe(self) -> str:
+        if not self.steps:
+            return f"schema {self.revision}, up to date"
+        one = "migration" if len(self.steps) == 1 else "migrations"
+        return f"schema {self.revision}, {len(self.steps)} {one} applied just now"
+
+
+class _Steps(logging.Handler):
+    """Collects alembic's step lines; at debug level they are also logged as they run."""
+
+    def __init__(self, upgraded: Upgraded) -> None:
+        super().__init__(logging.INFO)
+        self.upgraded = upgraded
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("Running upgrade"):
+            self.upgraded.steps.append(message.removeprefix("Running upgrade").strip())
+
+
+def _upgrade_sync(url: str, revision: str) -> Upgraded:
+    upgraded = Upgraded()
+    steps = _Steps(upgraded)
+    alembic_log = logging.getLogger("alembic.runtime.migration")
+    quiet = not logging.getLogger().isEnabledFor(logging.DEBUG)
     with _alembic_lock:
-        command.upgrade(alembic_config(url), revision)
+        alembic_log.addHandler(steps)
+        level, propagate = alembic_log.level, alembic_log.propagate
+        alembic_log.setLevel(logging.INFO)
+        # One line for the whole upgrade (the caller's), unless debug asks for each step.
+        alembic_log.propagate = not quiet
+        try:
+            command.upgrade(alembic_config(url), revision)
+        finally:
+            alembic_log.removeHandler(steps)
+            alembic_log.setLevel(level)
+            alembic_log.propagate = propagate
+    upgraded.revision = head_revision() if revision == "head" else revision
+    return upgraded
 
 
 def _downgrade_sync(url: str, revision: str) -> None:
@@ -52,9 +101,9 @@ def _downgrade_sync(url: str, revision: str) -> None:
         command.downgrade(alembic_config(url), revision)
 
 
-async def upgrade(url: str, revision: str = "head") -> None:
+async def upgrade(url: str, revision: str = "head") -> Upgraded:
     # alembic's env.py runs its own event loop; keep it off ours.
-    await asyncio.to_thread(_upgrade_sync, url, revision)
+    return await asyncio.to_thread(_upgrade_sync, url, revision)
 
 
 async def downgrade(url: str, revision: str) -> None:

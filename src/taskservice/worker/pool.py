@@ -129,6 +129,7 @@ class WorkerPool:
             self.worker_id,
             self.settings.worker_concurrency,
             self.settings.lease_seconds,
+            extra=logs.STARTUP,
         )
 
     async def stop(self) -> None:

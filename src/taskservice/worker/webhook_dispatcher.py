@@ -152,6 +152,7 @@ class Dispatcher:
             self.dispatcher_id,
             self.settings.webhook_concurrency,
             self.settings.webhook_timeout_seconds,
+            extra=logs.STARTUP,
         )
 
     async def stop(self) -> None:
