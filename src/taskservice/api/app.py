@@ -22,6 +22,7 @@ from taskservice.api.routes import (
     a2a,
     a2a_rest,
     agents,
+    docs,
     firehose,
     health,
     mcp,
@@ -127,6 +128,9 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         telemetry=None if settings.otel else _NO_TELEMETRY,
+        # /docs and /redoc are routes.docs' (FastAPI's own load their files from CDNs).
+        docs_url=None,
+        redoc_url=None,
     )
     # As many streams set up at once as there are database connections to do it.
     app.stream_gate = StreamGate(settings.db_pool_size)
@@ -147,6 +151,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(ui.router)
+    app.include_router(docs.router)
     app.include_router(a2a_rest.router)
     app.router.routes.append(mcp.ROUTE)
     app.add_middleware(
