@@ -83,7 +83,7 @@ class Server:
 
 
 @contextmanager
-def serve(env: dict[str, str], log: Path, *args: str) -> Iterator[Server]:
+def serve(env: dict[str, str], log: Path, *args: str, cwd: Path | None = None) -> Iterator[Server]:
     port = free_port()
     with log.open("w") as sink:
         process = subprocess.Popen(
@@ -92,6 +92,7 @@ def serve(env: dict[str, str], log: Path, *args: str) -> Iterator[Server]:
             stdout=sink,
             stderr=subprocess.STDOUT,
             text=True,
+            cwd=cwd,
         )
     server = Server(process, port, log)
     try:
