@@ -43,7 +43,7 @@ EXPECTED_NOT_RUN = {
     ],
     "docs/development.md": [
         "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/pytest",
-        ".venv/bin/mkdocs serve -a 127.0.0.1:8080",
+        ".venv/bin/mkdocs serve",
     ],
     "docs/guides/models.md": [
         "# OpenAI, with the provider's usual key variable.",
