@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run LLM sub-agents as durable tasks: serve the API and workers, "
         "manage the database and API keys, and submit and manage tasks over HTTP.",
         epilog="`taskservice COMMAND --help` for a command's options. "
-        "Docs: the README, and /docs on a running service.",
+        "Docs: docs/ (mkdocs serve), and /docs on a running service.",
     )
     parser.add_argument("--log-level", help="debug, info, warning, error (TASKSERVICE_LOG_LEVEL)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -305,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("settings", help="print the settings in effect (secrets hidden)")
     config.add_argument(
-        "--markdown", action="store_true", help="the README's table of every setting instead"
+        "--markdown", action="store_true", help="the documentation's table of every setting instead"
     )
     config.set_defaults(func=cmd_settings)
 

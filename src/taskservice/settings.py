@@ -19,9 +19,9 @@ OFFLINE_MODEL = "offline"
 
 
 class Settings(BaseSettings):
-    """Every setting, with what it means: the README's configuration table is made
-    from these descriptions (`taskservice settings --markdown`; a test fails when the
-    two differ)."""
+    """Every setting, with what it means: the documentation's configuration page
+    (docs/reference/configuration.md) is made from these descriptions at build time
+    (`taskservice settings --markdown` prints the same table)."""
 
     model_config = SettingsConfigDict(env_prefix="TASKSERVICE_", extra="ignore")
 
@@ -415,7 +415,7 @@ def _shown(value: object) -> str:
 
 
 def markdown_table() -> str:
-    """The README's configuration table, one row per setting, from the descriptions."""
+    """The configuration table of the docs, one row per setting, from the descriptions."""
     rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)

@@ -1,7 +1,7 @@
 """Messages as A2A sees them, whatever the protocol version: what a message's parts
 make of a task's input, and a task's history read from its ledger.
 
-Parts → input (documented in the README):
+Parts → input (documented in docs/guides/a2a.md):
 
 | parts               | the task's input                                       |
 | ------------------- | ------------------------------------------------------ |

@@ -20,7 +20,7 @@ anything else                works TASKSERVICE_CONFORMANCE_SECONDS (default 2 s)
 ```
 
 So tests that must see a task working (to cancel it, subscribe to it, or send it a
-follow-up) find it working. What it cannot do is listed in the README (A2A,
+follow-up) find it working. What it cannot do is listed in docs/conformance.md (A2A,
 conformance): file artifacts, a message instead of a task, chunked artifacts.
 
     TASKSERVICE_PLUGINS=taskservice.agents.conformance TASKSERVICE_DEFAULT_MODEL=conformance \\

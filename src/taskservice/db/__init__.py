@@ -64,7 +64,7 @@ CLAIM_POOL_SIZE = 2  # sessions that keep generic plans: the worker's claims (`s
 
 def connections(pool_size: int, *, workers: bool, live_output: bool) -> dict[str, int]:
     """The most database connections one process opens, by what holds them: for an
-    operator sizing `max_connections` (the README says the same; `serve` warns when
+    operator sizing `max_connections` (docs/guides/operations.md says the same; `serve` warns when
     its processes could exceed it). Each pool opens connections as load needs them
     and keeps them; a start also opens one for migrations, closed before serving."""
     held = {"pool": pool_size, "engine": ENGINE_POOL_SIZE, "listen": 1}
