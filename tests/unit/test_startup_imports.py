@@ -1,6 +1,8 @@
 """What a process loads at start: the A2A SDK (about 8 MiB of every process) only
 where an agent profile delegates to a remote agent; the MCP client (pydantic-ai's,
-FastMCP's: over a second to import) only when a profile's MCP servers are used."""
+FastMCP's: over a second to import) only when a profile's MCP servers are used;
+alembic only where the schema is migrated (not in `serve`'s processes: their
+supervisor migrates)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import sys
 import taskservice.api.app, taskservice.runtime, taskservice.worker.executor
 print(sorted({m.split('.')[0] for m in sys.modules if m == 'a2a' or m.startswith('a2a.')}))
 print(sorted(m for m in sys.modules if m in ('fastmcp', 'pydantic_ai.mcp')))
+print(sorted(m for m in sys.modules if m == 'alembic'))
 """
 
 
@@ -32,6 +35,13 @@ def test_the_app_and_its_workers_load_no_mcp_client() -> None:
         [sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.split("\n")[1] == "[]"
+
+
+def test_the_app_loads_no_migration_tool() -> None:
+    loaded = subprocess.run(
+        [sys.executable, "-c", _LOADED], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.split("\n")[2] == "[]"
 
 
 def test_a_delegator_only_where_a_profile_delegates(tmp_path: Path) -> None:

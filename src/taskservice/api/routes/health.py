@@ -9,7 +9,7 @@ from taskservice import __version__
 from taskservice.api.deps import RuntimeDep
 from taskservice.api.errors import problem, problem_responses
 from taskservice.api.schemas import Health, Readiness
-from taskservice.db import TRANSIENT_ERRORS, migrate
+from taskservice.db import TRANSIENT_ERRORS
 
 router = APIRouter(tags=["health"])
 
@@ -27,6 +27,8 @@ async def healthz() -> Health:
     summary="Database reachable and schema at head",
 )
 async def readyz(runtime: RuntimeDep) -> Readiness | JSONResponse:
+    from taskservice.db import migrate  # alembic, loaded by the first probe, not at start
+
     try:
         revision = await migrate.current_revision(runtime.engine)  # reads the database
     except TRANSIENT_ERRORS as exc:
