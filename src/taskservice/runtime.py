@@ -325,6 +325,7 @@ class Startup:
     model: str  # the default model
     workers: int  # how many runs at once; 0: no workers in this process
     webhooks: bool  # whether this process delivers webhooks
+    rate_limits: tuple[str, ...] = ()  # the model rate limits in force, described
 
 
 @dataclass
@@ -455,6 +456,9 @@ class Runtime:
                     open_mode=open_mode,
                     model=catalog.describe_model(),
                     workers=settings.worker_concurrency if workers else 0,
+                    rate_limits=tuple(
+                        limit.describe() for limit in (settings.rate_limits or {}).values()
+                    ),
                     webhooks=dispatcher is not None,
                 ),
             )

@@ -119,6 +119,7 @@ def ready_block(settings: Settings, startup: Startup, *, processes: list[int]) -
         f"  access     {startup.open_mode or 'API keys required (Authorization: Bearer)'}",
         f"  processes  {how}",
     ]
+    lines += [f"  limit      {limit}" for limit in startup.rate_limits]
     return "\n".join(lines)
 
 

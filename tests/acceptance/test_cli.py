@@ -98,7 +98,9 @@ def ready_block(server_output: str) -> list[str]:
 def test_a_first_start_says_where_to_browse_in_one_short_block(
     tmp_path: Path, processes: str
 ) -> None:
-    env = cli_env(TASKSERVICE_DATA_DIR=str(tmp_path / "data"))
+    env = cli_env(
+        TASKSERVICE_DATA_DIR=str(tmp_path / "data"), TASKSERVICE_RATE_LIMITS="offline=600rpm"
+    )
     with serve(env, tmp_path / "first.log", "--processes", processes) as server:
         time.sleep(0.5)  # anything a process would say after the block
         said = server.output()
@@ -118,6 +120,9 @@ def test_a_first_start_says_where_to_browse_in_one_short_block(
     assert "OFFLINE model" in block[4], block
     assert "OPEN development mode" in block[5], block
     assert block[6].split()[1] == processes, block
+    limit = said.splitlines()[said.splitlines().index(block[6]) + 1]
+    assert limit.split()[0] == "limit", said
+    assert "offline" in limit, said
     for noise in ("Running upgrade", "Started server process", "Application startup", "started:"):
         assert noise not in said, noise
     if processes == "2":
