@@ -1,7 +1,13 @@
 // Every page of the console: `path` is the route's first part, `nav` its entry in
 // the navigation (none: reached by links only), `view` the component, given the route.
 import { Runs } from "./runs.jsx";
+import { Webhooks } from "./webhooks.jsx";
+import { Agents } from "./agents.jsx";
+import { Keys } from "./keys.jsx";
 
 export const PAGES = [
   { path: "runs", nav: "Runs", view: Runs },
+  { path: "webhooks", nav: "Webhooks", view: Webhooks },
+  { path: "agents", nav: "Agents", view: Agents },
+  { path: "keys", nav: "Keys", view: Keys },
 ];
