@@ -68,6 +68,7 @@ async def test_a_tenant_webhook_is_made_delivered_to_redelivered_disabled_and_de
         await expect(row).to_contain_text(receiver.url("/tenant"))
         await expect(row).to_contain_text("agents: demo")
         await expect(row).to_contain_text("enabled")
+        await screenshot(page, "console-webhooks-list")
         # Not shown again: the list, reloaded, has no secret.
         shown = await secret.input_value()
         await page.reload()
@@ -126,6 +127,7 @@ async def test_the_agent_profiles_are_listed_and_link_to_their_runs(
         await expect(demo.locator(".prompt pre")).to_contain_text(profile["system_prompt"][:40])
         for tool in profile["tools"]:
             await expect(demo.locator(".tags")).to_contain_text(tool)
+        await screenshot(page, "console-agents")
         await demo.get_by_role("link", name="Runs of demo").click()
         await expect(page).to_have_url(f"{live.url}/ui/#/runs?agent=demo")
         await expect(page.locator('select[name="agent"]')).to_have_value("demo")
@@ -142,6 +144,7 @@ async def test_the_first_key_ends_open_mode_then_keys_are_made_and_revoked(
         await page.get_by_role("button", name="Create key").click()
         dialog = page.locator("dialog[open]")
         await expect(dialog).to_contain_text("open development mode ends for good")
+        await screenshot(page, "console-keys-first", full_page=False)
         await confirm(page, "Create and end open mode")
         secret = page.locator(".once-secret input.secret")
         await expect(secret).to_have_value(re.compile(r"^tsk_"))
@@ -172,6 +175,7 @@ async def test_the_first_key_ends_open_mode_then_keys_are_made_and_revoked(
         await expect(secret).not_to_have_value(key)
         second = await secret.input_value()
         await expect(row).to_have_count(2)
+        await screenshot(page, "console-keys")
         ci = page.locator("#keys tr[data-key]", has_text="ci")
         async with httpx.AsyncClient(base_url=live.url) as client:
             bearer = {"Authorization": f"Bearer {second}"}
@@ -236,4 +240,7 @@ async def test_at_a_phones_width_nothing_overflows(
             width = await page.evaluate("document.documentElement.scrollWidth")
             wide = await page.evaluate(WIDER_THAN_A_PHONE)
             assert width <= 375, f"#/{path} is {width} px wide: {wide}"
+            await screenshot(
+                page, f"console-phone-{path.split('/')[0]}{'-one' if '/' in path else ''}"
+            )
         assert console.errors == []

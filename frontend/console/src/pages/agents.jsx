@@ -19,7 +19,6 @@ export function Agents() {
           <article class="agent card" data-agent={agent.name} key={agent.name}>
             <div class="head">
               <h2>{agent.name}</h2>
-              <span class="muted mono">{agent.model}</span>
               <a href={href(["runs"], { agent: agent.name })}>Runs of {agent.name}</a>
             </div>
             {agent.description && <p class="description">{agent.description}</p>}
