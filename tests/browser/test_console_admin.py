@@ -92,6 +92,13 @@ async def test_a_tenant_webhook_is_made_delivered_to_redelivered_disabled_and_de
         assert len(receiver.at("/tenant")) == 2
         assert len({r.webhook_id for r in receiver.at("/tenant")}) == 1  # the same delivery
 
+        # A new secret, shown once; the old one signs for a while too.
+        await page.get_by_role("button", name="Rotate secret").click()
+        await confirm(page, "Rotate secret")
+        await expect(secret).to_have_value(re.compile(r"^whsec_"))
+        assert await secret.input_value() != shown
+        await expect(page.locator(".facts")).to_contain_text("old secret signs until")
+
         # Edit: another state too, saved with PATCH.
         await page.get_by_role("button", name="Edit").click()
         await page.locator("form.webhook-form").get_by_label("failed", exact=True).check()

@@ -128,7 +128,7 @@ function CreateKey({ endsOpenMode, onCreate }) {
           onInput={(event) => setName(event.currentTarget.value)} />
       </label>
       {endsOpenMode ? (
-        <ConfirmButton label="Create key" title="Create the first key and end open mode?"
+        <ConfirmButton label="Create key" class="primary" title="Create the first key and end open mode?"
           detail="This is the first API key: open development mode ends for good when it is made. Requests without a key (this page's too) are refused from then on, on every server of this database; revoking every key does not bring open mode back. The key is shown once: you will sign in with it."
           confirm="Create and end open mode"
           onConfirm={async () => {

@@ -168,6 +168,7 @@ function WebhookForm({ initial, submitLabel, onSubmit, onCancel }) {
   const [metadata, setMetadata] = useState(filters.metadata ? JSON.stringify(filters.metadata, null, 2) : "");
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
+  const ownTask = Boolean(initial?.task_id);
   const known = (agents.data?.agents || []).map((agent) => agent.name);
   const agentNames = [...new Set([...known, ...chosenAgents])];
 
@@ -194,7 +195,8 @@ function WebhookForm({ initial, submitLabel, onSubmit, onCancel }) {
       }
     }
     // A new webhook without filters has none; an edited one is told it has none now.
-    if (Object.keys(wanted).length || initial) body.filters = wanted;
+    // (A task's own webhook has none at all.)
+    if (!ownTask && (Object.keys(wanted).length || initial)) body.filters = wanted;
     setBusy(true);
     try {
       await onSubmit(body);
@@ -214,7 +216,7 @@ function WebhookForm({ initial, submitLabel, onSubmit, onCancel }) {
       </label>
       <fieldset class="choices">
         <legend>states</legend>
-        {STATES.filter((state) => state !== "pending").map((state) => (
+        {STATES.filter((state) => state !== "pending" || states.has(state)).map((state) => (
           <label class={`chip ${states.has(state) ? "on" : ""}`}>
             <input type="checkbox" name="states" value={state} checked={states.has(state)}
               onChange={(event) => toggle(states, setStates, state, event.currentTarget.checked)} />
@@ -222,26 +224,32 @@ function WebhookForm({ initial, submitLabel, onSubmit, onCancel }) {
           </label>
         ))}
       </fieldset>
-      <fieldset class="choices">
-        <legend>only tasks of these agents (none chosen: every agent)</legend>
-        {agentNames.map((name) => (
-          <label class={`chip ${chosenAgents.has(name) ? "on" : ""}`}>
-            <input type="checkbox" name="agents" value={name} checked={chosenAgents.has(name)}
-              onChange={(event) => toggle(chosenAgents, setChosenAgents, name, event.currentTarget.checked)} />
-            {name}
+      {ownTask ? (
+        <p class="muted">A task's own webhook: it is called for that task only, so it has no filters.</p>
+      ) : (
+        <>
+          <fieldset class="choices">
+            <legend>only tasks of these agents (none chosen: every agent)</legend>
+            {agentNames.map((name) => (
+              <label class={`chip ${chosenAgents.has(name) ? "on" : ""}`}>
+                <input type="checkbox" name="agents" value={name} checked={chosenAgents.has(name)}
+                  onChange={(event) => toggle(chosenAgents, setChosenAgents, name, event.currentTarget.checked)} />
+                {name}
+              </label>
+            ))}
+          </fieldset>
+          <label>
+            only tasks in this context
+            <input name="context_id" value={contextId} placeholder="any context"
+              onInput={(event) => setContextId(event.currentTarget.value)} autocomplete="off" />
           </label>
-        ))}
-      </fieldset>
-      <label>
-        only tasks in this context
-        <input name="context_id" value={contextId} placeholder="any context"
-          onInput={(event) => setContextId(event.currentTarget.value)} autocomplete="off" />
-      </label>
-      <label>
-        only tasks whose metadata contains (JSON object)
-        <textarea name="metadata" value={metadata} placeholder='{"team": "billing"}' spellcheck={false}
-          onInput={(event) => setMetadata(event.currentTarget.value)} />
-      </label>
+          <label>
+            only tasks whose metadata contains (JSON object)
+            <textarea name="metadata" value={metadata} placeholder='{"team": "billing"}' spellcheck={false}
+              onInput={(event) => setMetadata(event.currentTarget.value)} />
+          </label>
+        </>
+      )}
       <ProblemNote error={error} />
       <div class="buttons">
         {onCancel && <button type="button" onClick={onCancel}>Cancel</button>}
