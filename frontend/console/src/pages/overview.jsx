@@ -53,6 +53,7 @@ function line(label, name, extra = {}) {
 }
 
 const COUNTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
+const halfMinuteEachSide = (_u, min, max) => [min - 30, max + 30];
 const upFrom0 = (_u, _min, max) => [0, Math.max(1, max || 0) * 1.15];
 const shown = (format) => (_u, value) => (value === null || value === undefined ? "–" : format(value));
 
@@ -98,17 +99,31 @@ function Chart({ options, data, label }) {
   return <div class="chart" ref={box} role="img" aria-label={label} />;
 }
 
+// Throughput as stacked bars: each outcome's bar drawn over the sum of those under
+// it (uPlot paints series in order: the total first, completed last, on top); the
+// legend tells each outcome's own count.
+const STACKED = ["cancelled", "failed", "completed"];
+let finishedCounts = {};
 const throughputOptions = () => ({
-  scales: { x: { time: true }, y: { range: upFrom0 } },
+  scales: { x: { time: true, range: halfMinuteEachSide }, y: { range: upFrom0 } },
   axes: [axis(), axis({ label: "tasks / min", size: 48, incrs: COUNTS })],
   series: [
     {},
-    ...OUTCOMES.map((state) => line(state, state, { value: shown((n) => `${n}/min`) })),
+    ...STACKED.map((state) => ({
+      label: state,
+      stroke: colour(state),
+      fill: colour(state),
+      width: 0,
+      points: { show: false },
+      paths: uPlot.paths.bars({ size: [0.7, 40] }),
+      value: (_u, value, _series, i) =>
+        value === null || i === null || i === undefined ? "–" : `${finishedCounts[state]?.[i] ?? 0}/min`,
+    })),
   ],
 });
 
 const latencyOptions = () => ({
-  scales: { x: { time: true }, y: { range: upFrom0 } },
+  scales: { x: { time: true, range: halfMinuteEachSide }, y: { range: upFrom0 } },
   axes: [axis(), axis({ label: "seconds", size: 56, values: (_u, splits) => splits.map((s) => span(s)) })],
   series: [
     {},
@@ -160,8 +175,10 @@ function perMinute(overview) {
       p95[i] = row.p95_seconds;
     }
   }
+  finishedCounts = counts;
+  const sum = (states) => times.map((_, i) => states.reduce((total, state) => total + counts[state][i], 0));
   return {
-    throughput: [times, ...OUTCOMES.map((state) => counts[state])],
+    throughput: [times, sum(OUTCOMES), sum(["completed", "failed"]), counts.completed],
     latency: [times, p50, p95],
     finished: Object.fromEntries(OUTCOMES.map((state) => [state, counts[state].reduce((a, b) => a + b, 0)])),
   };

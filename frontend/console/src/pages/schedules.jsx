@@ -17,6 +17,17 @@ const MISSED = {
 const ZONES = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
 const HERE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 
+// A moment in the schedule's own time zone (as its cron reads), e.g. "Mon 1 Dec, 03:00".
+function inZone(iso, timeZone) {
+  try {
+    return new Date(iso).toLocaleString(undefined, {
+      timeZone, weekday: "short", day: "numeric", month: "short", hour: "2-digit", minute: "2-digit",
+    });
+  } catch {
+    return dateTime(iso);
+  }
+}
+
 export function Schedules() {
   const [cursor, setCursor] = useState(null);
   const list = useLoad(() => api.get(`/v1/schedules${query({ cursor, limit: 100 })}`), [cursor]);
@@ -156,7 +167,9 @@ function Row({ schedule, changed }) {
       <td class="next-runs">
         {schedule.next_runs.length ? (
           <ol class="next">
-            {schedule.next_runs.slice(0, 3).map((at) => <li><time dateTime={at}>{dateTime(at)}</time></li>)}
+            {schedule.next_runs.slice(0, 3).map((at) => (
+              <li><time dateTime={at} title={`${dateTime(at)} here`}>{inZone(at, schedule.timezone)}</time></li>
+            ))}
           </ol>
         ) : <span class="muted">none while disabled</span>}
       </td>
