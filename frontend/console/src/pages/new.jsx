@@ -44,13 +44,18 @@ export function template(form) {
   return body;
 }
 
+const keys = (object) => {
+  const n = Object.keys(object).length;
+  return `${n} ${n === 1 ? "key" : "keys"}`;
+};
+
 // The input's kind, as it will be sent.
 function InputHint({ text }) {
   if (!text.trim()) return <span class="hint">Text, or a JSON object (given to the agent as JSON).</span>;
   const parsed = parseInput(text);
   return typeof parsed === "string"
     ? <span class="hint" data-kind="text">Sent as text.</span>
-    : <span class="hint json" data-kind="json">Sent as a JSON object ({Object.keys(parsed).length} keys).</span>;
+    : <span class="hint json" data-kind="json">Sent as a JSON object ({keys(parsed)}).</span>;
 }
 
 // The fields of a task template: the new task form's and a schedule's task.

@@ -10,9 +10,9 @@ import { Ago, ConfirmButton, Empty, Failure, dateTime, short, useLoad } from "..
 import { FormError, TaskFields, template } from "./new.jsx";
 
 const MISSED = {
-  latest: "latest: one task for the last slot missed",
-  all: "all: one task per slot missed",
-  skip: "skip: none",
+  latest: "latest (one task for the last)",
+  all: "all (one task per slot)",
+  skip: "skip (none)",
 };
 const ZONES = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
 const HERE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
