@@ -66,9 +66,7 @@ async def test_no_task_content_runs_as_script_in_the_list(
     make_live: LiveFactory, page: Page, console: Console
 ) -> None:
     async with serving(make_live, page) as live:
-        task = await submit(
-            live.url, {"agent": "demo", "input": XSS, "metadata": {"note": XSS}}
-        )
+        task = await submit(live.url, {"agent": "demo", "input": XSS, "metadata": {"note": XSS}})
         await page.goto(f"{live.url}/ui/#/runs")
         row = page.locator(f'tr[data-task="{task["id"]}"]')
         await expect(row).to_contain_text("<img src=x", timeout=5_000)

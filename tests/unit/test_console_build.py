@@ -22,10 +22,8 @@ def digest(path: Path) -> str:
 
 def test_the_bundle_was_built_from_the_committed_sources() -> None:
     build = json.loads((UI / "BUILD.json").read_text())
-    sources = sorted(
-        [*(p for p in (CONSOLE / "src").rglob("*") if p.is_file()), CONSOLE / "index.html"]
-        + [CONSOLE / "build.mjs"]
-    )
+    files = [p for p in (CONSOLE / "src").rglob("*") if p.is_file()]
+    sources = sorted([*files, CONSOLE / "index.html", CONSOLE / "build.mjs"])
     found = {str(p.relative_to(ROOT / "frontend")): digest(p) for p in sources}
     assert found == build["sources"], "run `npm run console` in frontend/ and commit the result"
 

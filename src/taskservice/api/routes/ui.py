@@ -1,12 +1,12 @@
-"""`/ui`: the dashboard, served by the service itself from files in the package.
+"""`/ui`: the console, served by the service itself from files in the package.
 
 The console (`taskservice/ui/`: one HTML page, one ES module bundle and one
 stylesheet, built by `frontend/`'s `npm run console` from `frontend/console/` with
 Preact and uPlot, and committed: `BUILD.json` records what they were built from) is a
 client of the public API: it signs in with an API key (kept in the browser's session
-storage) and follows tasks over the event streams with stream tokens. These routes serve its files only, with no key: nothing
-here reads a tenant's data. A strict Content-Security-Policy keeps the page to its
-own files and its own origin.
+storage) and follows tasks over the event streams with stream tokens. These routes
+serve its files only, with no key: nothing here reads a tenant's data. A strict
+Content-Security-Policy keeps the page to its own files and its own origin.
 """
 
 from __future__ import annotations
