@@ -67,7 +67,19 @@ function WebhookList() {
   const list = useLoad(() => api.get(`/v1/webhooks${query({ limit: 200 })}`), []);
   const [created, setCreated] = useState(null);
   const [adding, setAdding] = useState(false);
-  const webhooks = list.data?.webhooks || [];
+  const [more, setMore] = useState({ items: [], cursor: undefined }); // pages past the first
+  const first = list.data?.webhooks || [];
+  const webhooks = [...first, ...more.items.filter((one) => !first.some((hook) => hook.id === one.id))];
+  const cursor = more.cursor === undefined ? list.data?.next_cursor : more.cursor;
+  const [olderError, setOlderError] = useState(null);
+  async function older() {
+    try {
+      const page = await api.get(`/v1/webhooks${query({ limit: 200, cursor })}`);
+      setMore({ items: [...more.items, ...page.webhooks], cursor: page.next_cursor });
+    } catch (failure) {
+      setOlderError(failure);
+    }
+  }
   return (
     <section class="admin webhooks">
       <div class="title">
@@ -95,12 +107,13 @@ function WebhookList() {
               const made = await api.post("/v1/webhooks", body);
               setCreated(made);
               setAdding(false);
+              setMore({ items: [], cursor: undefined });
               list.reload();
             }}
           />
         </div>
       )}
-      <Failure error={list.error} />
+      <Failure error={list.error || olderError} />
       {webhooks.length > 0 && (
         <div class="table-scroll">
           <table id="webhooks" class="admin-table">
@@ -121,6 +134,7 @@ function WebhookList() {
           </table>
         </div>
       )}
+      {cursor && <button type="button" class="older" onClick={older}>Older</button>}
       {!list.loading && !list.error && webhooks.length === 0 && (
         <Empty>No tenant-wide webhook yet.</Empty>
       )}
@@ -381,7 +395,19 @@ function Deliveries({ webhookId, enabled, tick, onChange }) {
       clearTimeout(timer);
     };
   }, [webhookId, tick]);
-  const deliveries = page?.deliveries || [];
+  const [more, setMore] = useState({ items: [], cursor: undefined }); // past the first page
+  useEffect(() => setMore({ items: [], cursor: undefined }), [webhookId]);
+  const first = page?.deliveries || [];
+  const deliveries = [...first, ...more.items.filter((one) => !first.some((shown) => shown.id === one.id))];
+  const cursor = more.cursor === undefined ? page?.next_cursor : more.cursor;
+  async function older() {
+    try {
+      const found = await api.get(`/v1/webhooks/${webhookId}/deliveries${query({ limit: 50, cursor })}`);
+      setMore({ items: [...more.items, ...found.deliveries], cursor: found.next_cursor });
+    } catch (failure) {
+      setError(failure);
+    }
+  }
   return (
     <>
       <h2>Deliveries</h2>
@@ -417,6 +443,7 @@ function Deliveries({ webhookId, enabled, tick, onChange }) {
           </table>
         </div>
       )}
+      {cursor && <button type="button" class="older" onClick={older}>Older</button>}
       {page && deliveries.length === 0 && <Empty>Nothing delivered yet.</Empty>}
     </>
   );
