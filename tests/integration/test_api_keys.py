@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.keys import ApiKeyStore
 from tests.conftest import ClientFactory
+from tests.integration.test_auth import wait_for_status
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -133,3 +134,24 @@ async def test_bad_key_requests_are_problems(client: httpx.AsyncClient) -> None:
         response = await client.post("/v1/keys", json=body)
         assert response.status_code == 422, body
         assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_the_first_key_ends_open_mode_on_every_replica(
+    make_client: ClientFactory, db: AsyncEngine
+) -> None:
+    """Made over HTTP on one replica, the first key ends open mode on another too,
+    through the notice the store sends, despite that one's cache."""
+    async with (
+        make_client(auth_cache_seconds=60) as one,
+        make_client(auth_cache_seconds=60) as other,
+    ):
+        assert (await other.get("/v1/tasks")).status_code == 200  # open, and cached
+        created = await one.post("/v1/keys", json={"name": "first"})
+        assert created.json()["ended_open_mode"] is True
+        await wait_for_status(other, 401)
+        key = created.json()["key"]
+        assert (await other.get("/v1/tasks", headers=bearer(key))).status_code == 200
+        # And a revocation on one holds on the other.
+        revoked = await one.post(f"/v1/keys/{created.json()['id']}/revoke", headers=bearer(key))
+        assert revoked.json()["current"] is True
+        await wait_for_status(other, 401, headers=bearer(key))
