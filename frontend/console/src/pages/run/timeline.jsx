@@ -1,0 +1,113 @@
+// The run's time drawn to scale: its attempts (from the event log), its model
+// requests (from the messages' times) and its tool calls (from the ledger), each a
+// bar from its start to its end on one axis from the run's creation to its end.
+
+import { TERMINAL, span, useNow } from "../../ui.jsx";
+
+const ms = (iso) => (iso ? new Date(iso).getTime() : null);
+
+// Attempts: from each change to running (or claim) to the change, release or lease
+// expiry that ended it.
+function attempts(events, task, now) {
+  const rows = [];
+  let open = null;
+  const close = (at, how) => {
+    if (!open) return;
+    rows.push({ ...open, end: at, how });
+    open = null;
+  };
+  for (const event of events) {
+    const at = ms(event.created_at);
+    const { data } = event;
+    if (event.type === "state_change") {
+      if (data.to === "running") {
+        if (open && data.attempt && data.attempt !== open.attempt) close(at, "ended");
+        if (!open) open = { start: at, attempt: data.attempt ?? rows.length + 1 };
+      } else close(at, data.to);
+    } else if (event.type === "claimed" && !open) {
+      open = { start: at, attempt: data.attempt ?? rows.length + 1 };
+    } else if (event.type === "released") close(at, `released${data.reason ? ` (${data.reason})` : ""}`);
+    else if (event.type === "recovered") close(at, "lease expired");
+  }
+  if (open) rows.push({ ...open, end: TERMINAL.has(task.state) ? ms(task.finished_at) ?? now : now, how: "running", live: true });
+  return rows.map((row) => ({
+    key: `a${row.start}`,
+    lane: "attempt",
+    label: `attempt ${row.attempt}`,
+    start: row.start,
+    end: row.end,
+    status: row.how === "lease expired" ? "lost" : row.live ? "in_progress" : row.how,
+    title: `attempt ${row.attempt}: ${row.how}`,
+  }));
+}
+
+// Model requests: each response, from the request before it.
+function requests(messages) {
+  const rows = [];
+  messages.forEach((message, i) => {
+    if (message.kind !== "response") return;
+    const before = messages[i - 1];
+    const start = before && before.kind === "request" ? ms(before.created_at) : ms(message.created_at);
+    rows.push({
+      key: `m${message.position}`,
+      lane: "request",
+      label: `model #${message.position}`,
+      start,
+      end: ms(message.created_at),
+      status: "completed",
+      title: `model request, response #${message.position}`,
+    });
+  });
+  return rows;
+}
+
+function toolCalls(calls, now) {
+  return calls.map((call) => ({
+    key: `c${call.id}`,
+    lane: "call",
+    label: call.name,
+    start: ms(call.started_at ?? call.created_at),
+    end: call.finished_at ? ms(call.finished_at) : now,
+    status: call.status,
+    title: `${call.name}: ${call.status}`,
+  }));
+}
+
+export function Timeline({ task, events, messages, calls }) {
+  const now = useNow(TERMINAL.has(task.state) ? null : 1000);
+  const rows = [...attempts(events, task, now), ...requests(messages), ...toolCalls(calls, now)]
+    .filter((row) => row.start !== null && row.end !== null);
+  rows.sort((a, b) => a.start - b.start || a.lane.localeCompare(b.lane));
+  const from = ms(task.created_at);
+  const to = Math.max(from + 1, ms(task.finished_at) ?? now, ...rows.map((row) => row.end));
+  const total = to - from;
+  const pct = (t) => `${Math.min(100, Math.max(0, ((t - from) / total) * 100))}%`;
+  return (
+    <section class="timeline-section">
+      <h2>Timeline</h2>
+      {!rows.length ? (
+        <p class="muted">Nothing has run yet.</p>
+      ) : (
+        <div class="timeline" id="timeline" role="list">
+          <div class="axis muted">
+            <span>created</span>
+            <span>{span(total / 1000)}</span>
+          </div>
+          {rows.map((row) => (
+            <div class={`lane ${row.lane}`} role="listitem" key={row.key} data-lane={row.lane}>
+              <span class="label mono" title={row.title}>{row.label}</span>
+              <span class="track">
+                <span
+                  class={`bar ${row.lane} ${row.status}`}
+                  title={`${row.title} · ${span((row.end - row.start) / 1000)}`}
+                  style={{ left: pct(row.start), width: `max(2px, calc(${pct(row.end)} - ${pct(row.start)}))` }}
+                />
+              </span>
+              <span class="took muted">{span(Math.max(0, row.end - row.start) / 1000)}</span>
+            </div>
+          ))}
+        </div>
+      )}
+    </section>
+  );
+}
