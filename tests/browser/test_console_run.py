@@ -110,6 +110,11 @@ async def test_the_timeline_draws_attempts_model_requests_and_tool_calls_to_scal
         call = conversation.locator('.part.tool-call[data-tool="report_progress"]').first
         await expect(call.locator("pre")).to_contain_text('"percent": 10')
         await expect(conversation.locator(".part.tool-return")).not_to_have_count(0)
+        # The ledger's calls, with their arguments and results.
+        await expect(page.locator("#calls tbody tr")).to_have_count(4)
+        await expect(page.locator('#calls tr:has-text("spawn_subtask")')).to_contain_text(
+            "completed"
+        )
         assert console.errors == []
 
 
@@ -155,6 +160,12 @@ async def test_a_running_task_is_cancelled_from_its_page_through_a_confirmation(
         task = await submit(live.url, {"agent": "demo", "input": "take 60s"})
         await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
         await expect(state(page)).to_have_text("running", timeout=10_000)
+        # A follow-up message, queued for the run's next model request.
+        followup = page.locator("#followup")
+        await followup.locator("textarea").fill("and keep it short")
+        await followup.get_by_role("button", name="Send").click()
+        await expect(followup.locator("[role=status]")).to_contain_text("Queued")
+        assert (await stored(live.url, task["id"]))["followups"] == 1
         await page.click("#run-controls #cancel")
         dialog = page.locator("#run-controls dialog[open]")
         await expect(dialog).to_contain_text("subtasks that are still running")

@@ -9,7 +9,7 @@ import { RunControls } from "./run/controls.jsx";
 import { RunHead, RunIO } from "./run/head.jsx";
 import { useRun } from "./run/live.js";
 import { Deliveries, EventLog, Subtasks } from "./run/related.jsx";
-import { Timeline } from "./run/timeline.jsx";
+import { Calls, Timeline } from "./run/timeline.jsx";
 
 export function Run({ id }) {
   const run = useRun(id);
@@ -36,6 +36,7 @@ export function Run({ id }) {
         </div>
         <div class="run-side">
           <Timeline task={task} events={run.events} messages={run.messages} calls={run.calls} />
+          <Calls calls={run.calls} />
           <Subtasks tree={run.subtasks} />
           <Deliveries deliveries={run.deliveries} urls={run.urls} onRedeliver={() => (deliveriesSoon || loadDeliveries)()} />
         </div>

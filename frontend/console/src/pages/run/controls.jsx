@@ -95,7 +95,7 @@ function FollowUp({ task, onTask }) {
     setBusy(true);
     setSaid(null);
     try {
-      const sent = await api.post(`/v1/tasks/${task.id}/messages`, { text });
+      const sent = await api.post(`/v1/tasks/${task.id}/messages`, { input: text });
       onTask(sent.task);
       setText("");
       setSaid({ ok: true, text: sent.delivery === "followup" ? "Queued: the run reads it at its next model request." : "Sent." });

@@ -34,6 +34,18 @@ export function attemptsText(task) {
   };
 }
 
+// A moment as a clock time (the date too when not today), "… ago" beside it.
+function At({ iso }) {
+  const when = new Date(iso);
+  const today = when.toDateString() === new Date().toDateString();
+  return (
+    <span class="at">
+      <time dateTime={iso} title={dateTime(iso)}>{today ? when.toLocaleTimeString() : dateTime(iso)}</time>{" "}
+      <span class="muted">(<Ago iso={iso} />)</span>
+    </span>
+  );
+}
+
 function Usage({ usage }) {
   if (!usage || !Object.keys(usage).length) return null;
   const n = (value) => (value ?? 0).toLocaleString();
@@ -73,15 +85,15 @@ export function RunHead({ task, progress }) {
         {task.parent_id && (
           <div><dt>parent</dt><dd><a class="mono parent" href={`#/runs/${task.parent_id}`}>{task.parent_id}</a></dd></div>
         )}
-        <div><dt>created</dt><dd><Ago iso={task.created_at} /></dd></div>
+        <div><dt>created</dt><dd><At iso={task.created_at} /></dd></div>
         {future && <div><dt>scheduled</dt><dd class="run-at">not before {dateTime(task.run_at)}</dd></div>}
         {task.started_at && (
           <div>
             <dt>started</dt>
-            <dd><Ago iso={task.started_at} /> <span class="muted">· waited {span(between(task.created_at, task.started_at))}</span></dd>
+            <dd><At iso={task.started_at} /> <span class="muted">· after {span(Math.max(0, between(task.created_at, task.started_at)))}</span></dd>
           </div>
         )}
-        {task.finished_at && <div><dt>finished</dt><dd><Ago iso={task.finished_at} /></dd></div>}
+        {task.finished_at && <div><dt>finished</dt><dd><At iso={task.finished_at} /></dd></div>}
         {task.started_at && <div><dt>{TERMINAL.has(task.state) ? "ran" : "running for"}</dt><dd><Duration task={task} /></dd></div>}
         <div><dt>usage</dt><dd><Usage usage={task.usage} /></dd></div>
       </dl>

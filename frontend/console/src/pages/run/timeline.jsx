@@ -2,7 +2,7 @@
 // requests (from the messages' times) and its tool calls (from the ledger), each a
 // bar from its start to its end on one axis from the run's creation to its end.
 
-import { TERMINAL, span, useNow } from "../../ui.jsx";
+import { TERMINAL, short, span, useNow } from "../../ui.jsx";
 
 const ms = (iso) => (iso ? new Date(iso).getTime() : null);
 
@@ -41,24 +41,30 @@ function attempts(events, task, now) {
   }));
 }
 
-// Model requests: each response, from the request before it.
-function requests(messages) {
-  const rows = [];
-  messages.forEach((message, i) => {
-    if (message.kind !== "response") return;
-    const before = messages[i - 1];
-    const start = before && before.kind === "request" ? ms(before.created_at) : ms(message.created_at);
-    rows.push({
-      key: `m${message.position}`,
-      lane: "request",
-      label: `model #${message.position}`,
-      start,
-      end: ms(message.created_at),
-      status: "completed",
-      title: `model request, response #${message.position}`,
+// Model requests: each response, from the moment the run could send its request
+// (the latest of: the attempt's start, the response before it, a tool call ending);
+// the request message itself is stored with its response, at the same time.
+function requests(messages, calls, attemptRows) {
+  const marks = [
+    ...attemptRows.map((row) => row.start),
+    ...messages.filter((m) => m.kind === "response").map((m) => ms(m.created_at)),
+    ...calls.map((call) => ms(call.finished_at)).filter((t) => t !== null),
+  ];
+  return messages
+    .filter((message) => message.kind === "response")
+    .map((message) => {
+      const end = ms(message.created_at);
+      const before = marks.filter((t) => t < end);
+      return {
+        key: `m${message.position}`,
+        lane: "request",
+        label: `model #${message.position}`,
+        start: before.length ? Math.max(...before) : end,
+        end,
+        status: "completed",
+        title: `model request answered by message #${message.position}`,
+      };
     });
-  });
-  return rows;
 }
 
 function toolCalls(calls, now) {
@@ -69,13 +75,14 @@ function toolCalls(calls, now) {
     start: ms(call.started_at ?? call.created_at),
     end: call.finished_at ? ms(call.finished_at) : now,
     status: call.status,
-    title: `${call.name}: ${call.status}`,
+    title: `${call.name}: ${call.status}${call.error ? ` (${call.error.slice(0, 200)})` : ""}`,
   }));
 }
 
 export function Timeline({ task, events, messages, calls }) {
   const now = useNow(TERMINAL.has(task.state) ? null : 1000);
-  const rows = [...attempts(events, task, now), ...requests(messages), ...toolCalls(calls, now)]
+  const attemptRows = attempts(events, task, now);
+  const rows = [...attemptRows, ...requests(messages, calls, attemptRows), ...toolCalls(calls, now)]
     .filter((row) => row.start !== null && row.end !== null);
   rows.sort((a, b) => a.start - b.start || a.lane.localeCompare(b.lane));
   const from = ms(task.created_at);
@@ -108,6 +115,36 @@ export function Timeline({ task, events, messages, calls }) {
           ))}
         </div>
       )}
+    </section>
+  );
+}
+
+// The tool calls as the ledger has them: arguments, status, result or error, time.
+export function Calls({ calls }) {
+  if (!calls.length) return null;
+  return (
+    <section class="calls-section">
+      <h2>Tool calls</h2>
+      <div class="table-scroll" id="calls">
+        <table>
+          <thead><tr><th>tool</th><th>status</th><th>took</th><th>arguments</th><th>result or error</th></tr></thead>
+          <tbody>
+            {calls.map((call) => (
+              <tr data-call={call.tool_call_id} key={call.id}>
+                <td class="mono">{call.name}</td>
+                <td class={`call-status ${call.status}`}>{call.status}</td>
+                <td class="muted">{call.started_at && call.finished_at ? span((ms(call.finished_at) - ms(call.started_at)) / 1000) : "…"}</td>
+                <td><code class="clip">{short(call.arguments, 120)}</code></td>
+                <td>
+                  {call.error
+                    ? <code class="clip error">{short(call.error, 160)}</code>
+                    : <code class="clip">{short(call.result, 160)}</code>}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
     </section>
   );
 }
