@@ -4,6 +4,7 @@
 
 import { TERMINAL, short, span, useNow } from "../../ui.jsx";
 
+const MAX_ROWS = 150; // a long run's first bars; the tables below have every call
 const ms = (iso) => (iso ? new Date(iso).getTime() : null);
 
 // Attempts: from each change to running (or claim) to the change, release or lease
@@ -100,7 +101,7 @@ export function Timeline({ task, events, messages, calls }) {
             <span>created</span>
             <span>{span(total / 1000)}</span>
           </div>
-          {rows.map((row) => (
+          {rows.slice(0, MAX_ROWS).map((row) => (
             <div class={`lane ${row.lane}`} role="listitem" key={row.key} data-lane={row.lane}>
               <span class="label mono" title={row.title}>{row.label}</span>
               <span class="track">
@@ -113,6 +114,13 @@ export function Timeline({ task, events, messages, calls }) {
               <span class="took muted">{span(Math.max(0, row.end - row.start) / 1000)}</span>
             </div>
           ))}
+          {rows.length > MAX_ROWS && <p class="muted more">… and {rows.length - MAX_ROWS} more</p>}
+          <div class="legend muted" aria-hidden="true">
+            <span><i class="swatch attempt" /> attempt</span>
+            <span><i class="swatch request" /> model request</span>
+            <span><i class="swatch call" /> tool call</span>
+            <span><i class="swatch failed" /> failed or lost</span>
+          </div>
         </div>
       )}
     </section>
