@@ -135,7 +135,7 @@ async def test_the_subtask_tree_follows_its_subtasks_live(
     make_live: LiveFactory, page: Page, console: Console
 ) -> None:
     async with serving(make_live, page) as live:
-        task = await submit(live.url, {"agent": "demo", "input": "spawn 2, take 4s"})
+        task = await submit(live.url, {"agent": "demo", "input": "spawn 2, take 8s"})
         await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
         tree = page.locator("#subtasks ul.tree > li")
         await expect(tree).to_have_count(2, timeout=10_000)
@@ -231,6 +231,47 @@ async def test_a_lost_lease_shows_attempts_made_and_lost_apart(
         await expect(head.locator(".attempts")).to_have_text("attempt 2")
         await expect(head.locator(".lost")).to_contain_text("1 lost")
         await expect(page.locator("#timeline .bar.attempt")).to_have_count(2)
+        assert console.errors == []
+
+
+async def test_a_run_out_of_attempts_shows_its_error_and_no_controls(
+    make_live: LiveFactory, page: Page, console: Console, db: AsyncEngine, store: TaskStore
+) -> None:
+    async with serving(make_live, page, workers=False) as live:
+        task = await submit(live.url, {"agent": "demo", "input": "take 1s", "max_attempts": 1})
+        leases = LeaseStore(store.db)
+        [claimed] = await leases.claim(owner="dead-worker", limit=1, lease_seconds=30)
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(state(page)).to_have_text("running")
+        await expect(page.locator("#run-controls #cancel")).to_be_visible()
+        await expire(db, claimed.id)
+        await leases.reap(log_cap=10)
+        # Followed live: failed, saying why, with nothing left to do to it.
+        await expect(state(page)).to_have_text("failed", timeout=5_000)
+        error = page.locator("#run-head .run-error")
+        await expect(error).to_contain_text("attempts_exhausted")
+        await expect(error).to_contain_text("dead-worker")
+        await expect(page.locator("#run-head .lost")).to_contain_text("1 lost (lease expired)")
+        await expect(page.locator("#cancel, #followup, #answer")).to_have_count(0)
+        await expect(page.locator("#timeline .bar.attempt.failed")).to_have_count(1)
+        assert console.errors == []
+
+
+async def test_a_scheduled_run_says_when_and_can_be_cancelled_before(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page, workers=False) as live:
+        task = await submit(
+            live.url,
+            {"agent": "demo", "input": "later", "run_at": "2099-01-01T00:00:00Z", "priority": 7},
+        )
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(state(page)).to_have_text("scheduled")
+        head = page.locator("#run-head")
+        await expect(head.locator(".run-at")).to_contain_text("2099")
+        await expect(head).to_contain_text("not started")
+        await expect(page.locator(".timeline-section")).to_contain_text("Nothing has run yet")
+        await expect(page.locator("#run-controls #cancel")).to_be_visible()
         assert console.errors == []
 
 

@@ -4,18 +4,18 @@ import { useRef, useState } from "preact/hooks";
 import { api } from "../../api.js";
 import { ConfirmButton, TERMINAL } from "../../ui.jsx";
 
-// The controls bar. Fork, pause and approve buttons land here, beside Cancel, each
-// shown for the states it applies to (as Cancel is for the states that are not
-// terminal); the forms below it (answer, follow-up) take the width.
+// The controls bar, for every state: fork, pause and approve buttons land in its
+// `.bar`, beside Cancel, each shown for the states it applies to (Cancel for the
+// states that are not terminal; a fork would be for the terminal ones too). The
+// forms below it (answer the questions, send a follow-up) take the page's width.
 export function RunControls({ task, onTask }) {
   const terminal = TERMINAL.has(task.state);
   const asks = task.state === "input_required" && task.input_request?.kind === "questions";
   const follows = !terminal && !asks;
-  if (terminal) return null;
   return (
     <section class="run-controls" id="run-controls">
       <div class="bar">
-        <CancelButton task={task} onTask={onTask} />
+        {!terminal && <CancelButton task={task} onTask={onTask} />}
         {/* fork / pause / approve: here */}
       </div>
       {asks && <AnswerForm task={task} onTask={onTask} />}

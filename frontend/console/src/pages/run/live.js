@@ -76,7 +76,7 @@ export function useRun(id) {
     let stream = null;
     let children = null;
     const timers = [];
-    const known = { position: -1, call: 0, urls: {} };
+    const known = { position: -1, urls: {}, seqs: new Set() };
     setTask(null);
     setError(null);
     setEvents([]);
@@ -138,7 +138,9 @@ export function useRun(id) {
       "message", "usage", "tool_call", "tool_result", "progress", "log", "webhook_disabled"]) {
       handlers[type] = (event) => {
         if (!current) return;
-        setEvents((log) => (log.some((e) => e.seq === event.seq) ? log : [...log, event]));
+        if (known.seqs.has(event.seq)) return; // seen before the stream reopened
+        known.seqs.add(event.seq);
+        setEvents((log) => [...log, event]);
         if (type === "state_change") {
           loadTask();
           loadSubtasks();
