@@ -6,6 +6,7 @@ a missing task, a huge input, a phone's width, and task content never run as mar
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from typing import Any
 
@@ -65,6 +66,8 @@ async def test_the_answer_is_shown_as_it_is_written_then_persisted(
         later = await writing.inner_text()
         assert later.startswith(first)
         assert len(later) > len(first)  # it grows as the model writes
+        await page.evaluate("document.getElementById('writing').scrollIntoView({block: 'end'})")
+        await screenshot(page, "console-run-streaming", full_page=False)
         result = page.locator("#result")
         await expect(result).to_contain_text("This is the demo agent", timeout=15_000)
         done = await stored(live.url, task["id"])
@@ -194,6 +197,7 @@ async def test_a_question_is_answered_from_the_page(
         await expect(form).to_contain_text(QUESTION, timeout=10_000)
         await expect(state(page)).to_have_text("needs you")
         await expect(page.locator("#followup")).to_have_count(0)  # the form answers
+        await screenshot(page, "console-run-question", full_page=False)
         await form.locator("textarea").fill("ultramarine")
         await form.get_by_role("button", name="Answer").click()
         await expect(page.locator("#result")).to_contain_text(
@@ -381,6 +385,10 @@ async def test_nothing_overflows_a_phone_width(
         await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
         await expect(state(page)).to_have_text("completed", timeout=15_000)
         await expect(page.locator("#deliveries tr[data-delivery]")).not_to_have_count(0)
+        context = page.locator("#run-head a.context")
+        await expect(context).to_have_attribute(
+            "href", re.compile(r"^#/runs\?context_id=a-context-")
+        )
         await page.locator("#events summary").click()
         await expect(page.locator("#events tbody tr")).not_to_have_count(0)
         await asyncio.sleep(0.3)

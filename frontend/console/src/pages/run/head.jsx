@@ -94,7 +94,7 @@ export function RunHead({ task, progress }) {
           </div>
         )}
         {task.finished_at && <div><dt>finished</dt><dd><At iso={task.finished_at} /></dd></div>}
-        {task.started_at && <div><dt>{TERMINAL.has(task.state) ? "ran" : "running for"}</dt><dd><Duration task={task} /></dd></div>}
+        {task.started_at && <div><dt>{TERMINAL.has(task.state) ? "ran" : "so far"}</dt><dd><Duration task={task} /></dd></div>}
         <div><dt>usage</dt><dd><Usage usage={task.usage} /></dd></div>
       </dl>
       {progress && !TERMINAL.has(task.state) && (
