@@ -25,8 +25,10 @@ function attempts(events, task, now) {
         if (open && data.attempt && data.attempt !== open.attempt) close(at, "ended");
         if (!open) open = { start: at, attempt: data.attempt ?? rows.length + 1 };
       } else close(at, data.to);
-    } else if (event.type === "claimed" && !open) {
-      open = { start: at, attempt: data.attempt ?? rows.length + 1 };
+    } else if (event.type === "claimed") {
+      // A claim names its attempt (a change to running after an answer does not).
+      if (!open) open = { start: at, attempt: data.attempt ?? rows.length + 1 };
+      else if (data.attempt) open.attempt = data.attempt;
     } else if (event.type === "released") close(at, `released${data.reason ? ` (${data.reason})` : ""}`);
     else if (event.type === "recovered") close(at, "lease expired");
   }
