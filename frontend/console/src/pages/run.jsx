@@ -1,47 +1,47 @@
-// One run: what it was asked and answered, its state kept live.
+// One run, as an operator reads it: who and where it is, what can be done to it, its
+// conversation (the answer streaming in), its time to scale, its subtasks, webhook
+// deliveries and raw event log, all kept live from its event stream.
 
-import { useEffect, useState } from "preact/hooks";
-import { api, follow } from "../api.js";
-import { Ago, Content, Duration, Failure, StateBadge, TERMINAL } from "../ui.jsx";
+import "./run.css";
+import { Failure } from "../ui.jsx";
+import { Conversation } from "./run/conversation.jsx";
+import { RunControls } from "./run/controls.jsx";
+import { RunHead, RunIO } from "./run/head.jsx";
+import { useRun } from "./run/live.js";
+import { Deliveries, EventLog, Subtasks } from "./run/related.jsx";
+import { Calls, Timeline } from "./run/timeline.jsx";
 
 export function Run({ id }) {
-  const [task, setTask] = useState(null);
-  const [error, setError] = useState(null);
-  useEffect(() => {
-    let current = true;
-    setTask(null);
-    setError(null);
-    const load = () => api.get(`/v1/tasks/${id}`).then(
-      (found) => current && setTask(found),
-      (failure) => current && setError(failure),
+  const run = useRun(id);
+  const { task, error } = run;
+  if (error) {
+    const missing = [400, 404, 422].includes(error.status);
+    return (
+      <section class="run">
+        <Failure error={missing ? new Error(`No task ${id}`) : error} />
+        {missing && <p class="muted">It does not exist, or it is not yours. <a href="#/runs">All runs</a></p>}
+      </section>
     );
-    load();
-    const stream = follow(`/v1/tasks/${id}/events?stream=true`, id, { state_change: load });
-    return () => {
-      current = false;
-      stream.close();
-    };
-  }, [id]);
-  if (error) return <Failure error={error.status === 404 ? new Error(`No task ${id} (or not yours).`) : error} />;
+  }
   if (!task) return <p class="muted">Loading…</p>;
+  const { loadDeliveries, deliveriesSoon } = run.loaders.current;
   return (
     <section class="run">
-      <div class="title">
-        <h1 class="mono">{task.id}</h1>
-        <StateBadge task={task} />
+      <RunHead task={task} progress={run.progress} />
+      <RunControls task={task} onTask={(fresh) => fresh && run.setTask(fresh)} />
+      <div class="run-columns">
+        <div class="run-main">
+          <RunIO task={task} />
+          <Conversation messages={run.messages} writing={run.writing} />
+        </div>
+        <div class="run-side">
+          <Timeline task={task} events={run.events} messages={run.messages} calls={run.calls} />
+          <Calls calls={run.calls} />
+          <Subtasks tree={run.subtasks} />
+          <Deliveries deliveries={run.deliveries} urls={run.urls} onRedeliver={() => (deliveriesSoon || loadDeliveries)()} />
+        </div>
       </div>
-      <p class="muted">
-        {task.agent.profile} · {task.agent.model} · created <Ago iso={task.created_at} />
-        {task.started_at && <> · ran <Duration task={task} /></>}
-      </p>
-      <h2>Input</h2>
-      <Content value={task.input} />
-      {TERMINAL.has(task.state) && task.result !== null && task.result !== undefined && (
-        <>
-          <h2>Result</h2>
-          <Content value={task.result} />
-        </>
-      )}
+      <EventLog events={run.events} />
     </section>
   );
 }
