@@ -31,7 +31,7 @@ async def test_a_submitted_task_appears_live_and_moves_on_in_place(
         await asyncio.sleep(0.3)  # the list's live stream is open
         task = await submit(live.url, {"agent": "demo", "input": "take 2s"})
         row = page.locator(f'tr[data-task="{task["id"]}"]')
-        await expect(row).to_be_visible(timeout=1500)
+        await expect(row).to_be_visible(timeout=1000)
         await expect(row.locator(".state")).to_have_text("completed", timeout=15_000)
         await expect(row.locator(".duration")).to_have_text(re.compile(r"^2\.\d s$"), timeout=5_000)
         assert await page.evaluate("performance.getEntriesByType('navigation').length") == 1
