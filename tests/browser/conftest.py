@@ -24,6 +24,7 @@ from tests.conftest import LiveFactory, LiveServer
 
 CHROMIUM = os.environ.get("TASKSERVICE_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).parent / "screenshots"
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 # As the machine's own probe starts it: no sandbox as root, and nothing that reaches
 # for the network this machine does not have.
 ARGS = [
@@ -84,6 +85,12 @@ async def serving(
             await page.goto("about:blank")
 
 
-async def screenshot(page: Page, name: str, *, full_page: bool = True) -> None:
+async def screenshot(page: Page, name: str, *, full_page: bool = True, docs: bool = False) -> None:
+    """A screenshot in `tests/browser/screenshots/`; `docs`: also `docs/images/`, where
+    the documentation shows it, so that the docs never show an older console than the
+    one the tests last ran (commit the new image with a change to the console)."""
     SCREENSHOTS.mkdir(exist_ok=True)
     await page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=full_page)
+    if docs:
+        DOCS_IMAGES.mkdir(exist_ok=True)
+        await page.screenshot(path=DOCS_IMAGES / f"{name}.png", full_page=full_page)

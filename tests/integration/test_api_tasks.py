@@ -100,6 +100,7 @@ async def test_the_overview_counts_live_states_and_what_finished(
     overview = (await client.get("/v1/overview", params={"minutes": 5})).json()
     assert overview["live"] == {"pending": 2, "running": 0, "input_required": 0}
     assert overview["scheduled"] == 1
+    assert (overview["needs_input"], overview["waiting_for_subtasks"]) == (0, 0)
     assert overview["oldest_pending_at"] == pending["created_at"]
     [minute] = overview["finished"]
     assert (minute["state"], minute["tasks"]) == ("cancelled", 1)
@@ -112,6 +113,31 @@ async def test_the_overview_counts_live_states_and_what_finished(
         "given_up": 0,
     }
     assert (await client.get("/v1/overview", params={"minutes": 0})).status_code == 422
+
+
+async def test_the_overview_counts_tasks_asking_apart_from_parents_waiting(
+    client: httpx.AsyncClient, db: AsyncEngine
+) -> None:
+    """`input_required` is two things to a person: a question waiting for someone to
+    answer it, or a parent waiting for its subtasks (nobody need act)."""
+    asking = await submit(client)
+    parent = await submit(client)
+    await submit(client)  # pending
+    requests = {
+        asking["id"]: {"kind": "questions", "questions": [{"id": "q1", "question": "?"}]},
+        parent["id"]: {"kind": "subtasks", "call_id": "c1"},
+    }
+    async with db.begin() as conn:
+        await allow_any_state(conn)
+        for task_id, request in requests.items():
+            await conn.execute(
+                tasks.update()
+                .where(tasks.c.id == task_id)
+                .values(state="input_required", input_request=request)
+            )
+    overview = (await client.get("/v1/overview")).json()
+    assert overview["live"] == {"pending": 1, "running": 0, "input_required": 2}
+    assert (overview["needs_input"], overview["waiting_for_subtasks"]) == (1, 1)
 
 
 async def test_list_filters_by_creation_time(client: httpx.AsyncClient) -> None:

@@ -16,13 +16,21 @@ async def test_the_dashboard_is_served_from_the_package_under_a_strict_policy(
     policy = page.headers["content-security-policy"]
     assert "script-src 'self'" in policy
     assert "'unsafe-inline'" not in policy
-    assert '<script type="module" src="static/app.js">' in page.text
-    script = await client.get("/ui/static/app.js")
+    assert '<script type="module" src="static/console.js">' in page.text
+    script = await client.get("/ui/static/console.js")
     assert script.headers["content-type"] == "text/javascript; charset=utf-8"
     assert "EventSource" in script.text
-    style = await client.get("/ui/static/style.css")
+    style = await client.get("/ui/static/console.css")
     assert style.headers["content-type"] == "text/css; charset=utf-8"
-    for missing in ("/ui/static/index.html", "/ui/static/../settings.py", "/ui/static/nope.js"):
+    licences = await client.get("/ui/static/LICENSES.txt")
+    assert "preact" in licences.text
+    assert "uplot" in licences.text
+    for missing in (
+        "/ui/static/index.html",
+        "/ui/static/../settings.py",
+        "/ui/static/nope.js",
+        "/ui/static/BUILD.json",
+    ):
         assert (await client.get(missing)).status_code == 404
 
 

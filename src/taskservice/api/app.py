@@ -25,6 +25,7 @@ from taskservice.api.routes import (
     docs,
     firehose,
     health,
+    keys,
     mcp,
     messages,
     metrics,
@@ -148,6 +149,7 @@ def create_app(
     app.include_router(firehose.router)
     app.include_router(webhooks.router)
     app.include_router(schedules.router)
+    app.include_router(keys.router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(ui.router)

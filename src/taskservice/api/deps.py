@@ -22,6 +22,7 @@ from taskservice.domain.ids import parse_uuid
 from taskservice.following.hub import Watermark
 from taskservice.runtime import Runtime
 from taskservice.settings import Settings
+from taskservice.usecases.auth import TenantKeys
 from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.routing import MessageRouter
 from taskservice.usecases.schedules import ScheduleService
@@ -82,6 +83,14 @@ class CallerContext:
     @property
     def tokens(self) -> StreamTokens:
         return self.runtime.tokens
+
+    @property
+    def keys(self) -> TenantKeys:
+        return TenantKeys(self.runtime.auth)
+
+    async def open_mode(self) -> bool:
+        """Whether requests without a key are served (open development mode)."""
+        return await self.runtime.auth.is_open()
 
     @property
     def router(self) -> MessageRouter:

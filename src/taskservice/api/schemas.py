@@ -10,7 +10,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from taskservice.domain.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.domain.content import CONTEXT_ID_MAX_LENGTH
-from taskservice.domain.models import EventType, TaskEvent, Total
+from taskservice.domain.models import ApiKey, EventType, TaskEvent, Total
 from taskservice.domain.requests import TaskRequest
 from taskservice.domain.schedules import PRIORITY_MAX, PRIORITY_MIN
 from taskservice.domain.states import TaskState
@@ -411,6 +411,59 @@ class StreamToken(BaseModel):
     token: str = Field(description="Pass as `?token=` to an event stream.")
     expires_at: datetime
     task_id: uuid.UUID | None
+
+
+class ApiKeyCreate(Request):
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="What the key is for, to recognise it in the list.",
+        examples=["ci"],
+    )
+
+
+class ApiKeyOut(BaseModel):
+    """An API key of the caller's tenant: never the key itself, nor its hash."""
+
+    id: uuid.UUID
+    name: str | None
+    prefix: str = Field(description="The key's first characters, to recognise it.")
+    created_at: datetime
+    revoked_at: datetime | None
+    current: bool = Field(
+        description="The key this request was made with (revoking it signs you out)."
+    )
+
+    @classmethod
+    def of(cls, key: ApiKey, current: uuid.UUID | None) -> Self:
+        return cls(
+            id=key.id,
+            name=key.name,
+            prefix=key.prefix,
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+            current=key.id == current,
+        )
+
+
+class ApiKeyCreated(ApiKeyOut):
+    key: str = Field(description="The API key: shown in this response only, keep it.")
+    ended_open_mode: bool = Field(
+        description="It was the first key: open development mode has ended, and every "
+        "request needs a key from now on."
+    )
+
+
+class ApiKeyList(BaseModel):
+    keys: list[ApiKeyOut]
+    open_mode: bool = Field(
+        description="Requests without a key are served (as tenant `default`): open "
+        "development mode, on loopback before the first key."
+    )
+    first_key_ends_open_mode: bool = Field(
+        description="Whether creating a key ends open mode (in `auto` mode, for good)."
+    )
 
 
 class Health(BaseModel):

@@ -3,7 +3,9 @@ statement, reading only what indexes reach cheaply whatever the number of tasks:
 
 - the live states counted (`(tenant, state, id)`: pending, running and waiting tasks
   are few), of the pending ones those waiting for their `run_at` (scheduled), of the
-  running ones those waiting for their model's rate limit (throttled), and
+  running ones those waiting for their model's rate limit (throttled), of those
+  waiting for input the ones asking questions (needs input) apart from the parents
+  waiting for their subtasks (every other `input_request`), and
   the oldest pending task that may run (the first of that index, ids being
   time-ordered), waiting since its `run_at`;
 - what finished in the last `minutes`, per minute and outcome, with the latency from
@@ -37,6 +39,10 @@ SELECT
       AS scheduled,
   (SELECT count(*) FROM tasks WHERE tenant = :tenant AND state = 'running' AND delayed)
       AS throttled,
+  (SELECT count(*) FROM tasks WHERE tenant = :tenant AND state = 'input_required'
+      AND input_request->>'kind' = 'questions') AS needs_input,
+  (SELECT count(*) FROM tasks WHERE tenant = :tenant AND state = 'input_required'
+      AND (input_request->>'kind') IS DISTINCT FROM 'questions') AS waiting_for_subtasks,
   (SELECT run_at FROM tasks WHERE tenant = :tenant AND state = 'pending' AND NOT delayed
       ORDER BY id LIMIT 1) AS oldest_pending_at,
   (SELECT coalesce(jsonb_agg(jsonb_build_object(

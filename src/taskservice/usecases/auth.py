@@ -23,7 +23,9 @@ import uuid
 from dataclasses import dataclass
 
 from taskservice.db.keys import ApiKeyStore, hash_key
-from taskservice.domain.errors import Unauthorized
+from taskservice.domain.errors import NotFound, Unauthorized
+from taskservice.domain.ids import parse_uuid
+from taskservice.domain.models import ApiKey
 from taskservice.settings import Settings
 
 OPEN_TENANT = "default"
@@ -142,3 +144,46 @@ class Authenticator:
             return False
         self._open_until = now + self.settings.auth_cache_seconds
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class KeyCreated:
+    key: str  # the key itself: shown this once, never stored
+    record: ApiKey
+    ended_open_mode: bool  # it was the first key: requests without one are refused now
+
+
+class TenantKeys:
+    """A tenant's own API keys, as the tenant manages them over HTTP (the CLI's
+    `taskservice keys` manages every tenant's, from the database). Creating the first
+    key ends open mode here at once, and in every other process on the notice the
+    store sends (`Authenticator.forget`), exactly as `keys create` does."""
+
+    def __init__(self, auth: Authenticator) -> None:
+        self._auth = auth
+
+    async def of_tenant(self, tenant: str) -> list[ApiKey]:
+        return await self._auth.keys.list_keys(tenant=tenant)
+
+    def first_key_ends_open_mode(self) -> bool:
+        """Whether creating a key ends open mode (`auto`; `open` never ends)."""
+        return self._auth.settings.auth_mode == "auto"
+
+    async def create(self, tenant: str, name: str | None) -> KeyCreated:
+        was_open = await self._auth.is_open()
+        key, record = await self._auth.keys.create(tenant=tenant, name=name)
+        self._auth.forget()  # this process at once; the others on the notice
+        ended = was_open and not await self._auth.is_open()
+        return KeyCreated(key=key, record=record, ended_open_mode=ended)
+
+    async def revoke(self, tenant: str, key_id: str) -> ApiKey:
+        """Revoke one of the tenant's keys (again: its first revocation stands)."""
+        wanted = parse_uuid(key_id)
+        # A key's tenant never changes: whether it is the tenant's is read once.
+        if wanted is None or not any(k.id == wanted for k in await self.of_tenant(tenant)):
+            raise NotFound(f"API key {key_id} not found")
+        revoked = await self._auth.keys.revoke(wanted)
+        if revoked is None:  # pragma: no cover - keys are never deleted
+            raise NotFound(f"API key {key_id} not found")
+        self._auth.forget()
+        return revoked

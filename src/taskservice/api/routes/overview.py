@@ -49,6 +49,16 @@ class Overview(BaseModel):
         description="Of the running tasks, those waiting, without a worker, for their "
         "model's rate limit budget.",
     )
+    needs_input: int = Field(
+        default=0,
+        description="Of the tasks waiting for input (`input_required`), those waiting for "
+        "answers to their questions: for someone to act.",
+    )
+    waiting_for_subtasks: int = Field(
+        default=0,
+        description="Of the tasks waiting for input (`input_required`), the parents "
+        "waiting for their subtasks to end: nobody need act.",
+    )
     oldest_pending_at: datetime | None = Field(
         description="Since when the oldest pending task that may run has waited (its run_at)."
     )
@@ -78,6 +88,8 @@ async def get_overview(
         live=live,
         scheduled=read["scheduled"],
         throttled=read["throttled"],
+        needs_input=read["needs_input"],
+        waiting_for_subtasks=read["waiting_for_subtasks"],
         oldest_pending_at=read["oldest_pending_at"],
         finished=[FinishedMinute.model_validate(m) for m in read["finished"]],
         workers=[WorkerLeases.model_validate(w) for w in read["workers"]],

@@ -1,12 +1,12 @@
-"""`/ui`: the dashboard, served by the service itself from files in the package.
+"""`/ui`: the console, served by the service itself from files in the package.
 
-The dashboard (`taskservice/ui/`: one HTML page, a few ES modules (`app.js`, the
-router, imports `core.js` and a module per view), one stylesheet; no build step, no
-third-party code) is a client of the public API: it signs in with an
-API key (kept in the browser's session storage) and follows tasks over the event
-streams with stream tokens. These routes serve its files only, with no key: nothing
-here reads a tenant's data. A strict Content-Security-Policy keeps the page to its
-own files and its own origin.
+The console (`taskservice/ui/`: one HTML page, one ES module bundle and one
+stylesheet, built by `frontend/`'s `npm run console` from `frontend/console/` with
+Preact and uPlot, and committed: `BUILD.json` records what they were built from) is a
+client of the public API: it signs in with an API key (kept in the browser's session
+storage) and follows tasks over the event streams with stream tokens. These routes
+serve its files only, with no key: nothing here reads a tenant's data. A strict
+Content-Security-Policy keeps the page to its own files and its own origin.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from fastapi.responses import RedirectResponse, Response
 
 router = APIRouter(tags=["ui"], include_in_schema=False)
 
-_JS = "text/javascript; charset=utf-8"
 _FILES = {
-    **{name: _JS for name in ("app.js", "core.js", "overview.js", "tasks.js", "task.js", "new.js")},
-    "style.css": "text/css; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+    "LICENSES.txt": "text/plain; charset=utf-8",
 }
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -61,4 +61,4 @@ async def ui_file(name: str) -> Response:
     media_type = _FILES.get(name)
     if media_type is None:
         raise HTTPException(status_code=404, detail=f"no such file: {name}")
-    return Response(_read(name), media_type=media_type, headers=_HEADERS)
+    return Response(_read(f"static/{name}"), media_type=media_type, headers=_HEADERS)

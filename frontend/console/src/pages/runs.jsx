@@ -1,0 +1,234 @@
+// Runs: the tenant's tasks, newest first, filtered by what the URL says (a view is
+// a URL), subtasks folded under their parents, kept live from the firehose.
+
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api, follow, query } from "../api.js";
+import { href, navigate } from "../router.js";
+import { Ago, Duration, Empty, Failure, STATES, StateBadge, short, useLoad } from "../ui.jsx";
+import { Run } from "./run.jsx";
+
+// The filters the list takes from the URL, as the API names them.
+const FILTERS = ["state", "agent", "context_id", "parent_id", "created_after", "created_before"];
+const SINCE = { "": "any time", "1h": "last hour", "24h": "last 24 hours", "7d": "last 7 days" };
+const HOURS = { "1h": 1, "24h": 24, "7d": 168 };
+const PAGE = 50;
+
+export function Runs({ route }) {
+  if (route.parts[1]) return <Run id={route.parts[1]} route={route} />;
+  return <RunList params={route.params} />;
+}
+
+function apiFilters(params) {
+  const filters = {};
+  for (const name of FILTERS) {
+    const values = params.getAll(name).filter(Boolean);
+    if (values.length) filters[name] = name === "state" ? values : values[0];
+  }
+  const since = params.get("since");
+  if (since && HOURS[since] && !filters.created_after) {
+    filters.created_after = new Date(Date.now() - HOURS[since] * 3600e3).toISOString();
+  }
+  return filters;
+}
+
+function RunList({ params }) {
+  const key = params.toString();
+  const filters = useMemo(() => apiFilters(params), [key]);
+  const [tasks, setTasks] = useState([]);
+  const [cursor, setCursor] = useState(null);
+  const [total, setTotal] = useState(null);
+  const [error, setError] = useState(null);
+  const [fresh, setFresh] = useState(new Set());
+  const shown = useRef(tasks);
+  shown.current = tasks;
+
+  useEffect(() => {
+    let current = true;
+    setTasks([]);
+    setError(null);
+    api.get(`/v1/tasks${query({ ...filters, limit: PAGE, count: "estimate" })}`).then(
+      (page) => {
+        if (!current) return;
+        setTasks(page.tasks);
+        setCursor(page.next_cursor);
+        setTotal(page.total);
+      },
+      (failure) => current && setError(failure),
+    );
+    // Live: the tenant's state changes, filtered as the list is.
+    const live = { type: "state_change" };
+    for (const name of ["agent", "context_id", "parent_id"]) if (filters[name]) live[name] = filters[name];
+    const stream = follow(`/v1/events${query(live)}`, null, {
+      state_change: async (event) => {
+        const known = shown.current.some((task) => task.id === event.task_id);
+        if (!known && event.data.from !== null) return; // not on this page
+        if (!known && filters.state && !filters.state.includes("pending")) return;
+        const task = await api.get(`/v1/tasks/${event.task_id}`).catch(() => null);
+        if (!current || !task) return;
+        setTasks((list) => {
+          const at = list.findIndex((one) => one.id === task.id);
+          if (at >= 0) return list.map((one) => (one.id === task.id ? task : one));
+          return [task, ...list];
+        });
+        setFresh((ids) => new Set(ids).add(task.id));
+      },
+    });
+    return () => {
+      current = false;
+      stream.close();
+    };
+  }, [key]);
+
+  async function older() {
+    try {
+      const page = await api.get(`/v1/tasks${query({ ...filters, limit: PAGE, cursor })}`);
+      setTasks((list) => [...list, ...page.tasks]);
+      setCursor(page.next_cursor);
+    } catch (failure) {
+      setError(failure);
+    }
+  }
+
+  return (
+    <section class="runs">
+      <div class="title">
+        <h1>Runs</h1>
+        {total !== null && total !== undefined && <span class="muted count">about {total}</span>}
+        <a class="button primary" href="#/new">New task</a>
+      </div>
+      <Filters params={params} />
+      <Failure error={error} />
+      <RunTable tasks={tasks} fresh={fresh} />
+      {!error && tasks.length === 0 && <Empty>No task matches these filters.</Empty>}
+      {cursor && <button type="button" onClick={older}>Older</button>}
+    </section>
+  );
+}
+
+function Filters({ params }) {
+  const agents = useLoad(() => api.get("/v1/agents"), []);
+  const chosen = new Set(params.getAll("state"));
+  function set(name, values) {
+    const next = new URLSearchParams(params);
+    next.delete(name);
+    for (const value of [].concat(values)) if (value) next.append(name, value);
+    navigate(href(["runs"], next), { replace: true });
+  }
+  return (
+    <form class="filters" onSubmit={(event) => event.preventDefault()}>
+      <fieldset class="states">
+        <legend>state</legend>
+        {STATES.map((state) => (
+          <label class={`chip ${chosen.has(state) ? "on" : ""}`}>
+            <input
+              type="checkbox"
+              name="state"
+              value={state}
+              checked={chosen.has(state)}
+              onChange={(event) => {
+                const next = new Set(chosen);
+                if (event.currentTarget.checked) next.add(state);
+                else next.delete(state);
+                set("state", [...next]);
+              }}
+            />
+            {state === "input_required" ? "input required" : state}
+          </label>
+        ))}
+      </fieldset>
+      <label>
+        agent
+        <select name="agent" value={params.get("agent") || ""} onChange={(event) => set("agent", event.currentTarget.value)}>
+          <option value="">any</option>
+          {(agents.data?.agents || []).map((agent) => <option value={agent.name}>{agent.name}</option>)}
+        </select>
+      </label>
+      <label>
+        created
+        <select name="since" value={params.get("since") || ""} onChange={(event) => set("since", event.currentTarget.value)}>
+          {Object.entries(SINCE).map(([value, label]) => <option value={value}>{label}</option>)}
+        </select>
+      </label>
+      <label>
+        context
+        <input name="context_id" value={params.get("context_id") || ""} placeholder="any"
+          onChange={(event) => set("context_id", event.currentTarget.value.trim())} />
+      </label>
+      <label>
+        parent
+        <input name="parent_id" value={params.get("parent_id") || ""} placeholder="any" size={12}
+          onChange={(event) => set("parent_id", event.currentTarget.value.trim())} />
+      </label>
+      {[...params.keys()].length > 0 && (
+        <a class="clear" href="#/runs">Clear filters</a>
+      )}
+    </form>
+  );
+}
+
+// The page's tasks with each subtask under its parent (when its parent is on the page).
+function fold(tasks) {
+  const ids = new Set(tasks.map((task) => task.id));
+  const children = new Map();
+  for (const task of tasks) {
+    if (task.parent_id && ids.has(task.parent_id)) {
+      if (!children.has(task.parent_id)) children.set(task.parent_id, []);
+      children.get(task.parent_id).push(task);
+    }
+  }
+  const rows = [];
+  const visit = (task, depth) => {
+    rows.push({ task, depth, children: children.get(task.id)?.length || 0 });
+    for (const child of children.get(task.id) || []) visit(child, depth + 1);
+  };
+  for (const task of tasks) if (!(task.parent_id && ids.has(task.parent_id))) visit(task, 0);
+  return rows;
+}
+
+export function RunTable({ tasks, fresh = new Set() }) {
+  const [open, setOpen] = useState(new Set());
+  const rows = fold(tasks);
+  const hidden = new Set();
+  for (const { task, depth } of rows) {
+    if (depth > 0 && (hidden.has(task.parent_id) || !open.has(task.parent_id))) hidden.add(task.id);
+  }
+  const toggle = (id) => setOpen((ids) => {
+    const next = new Set(ids);
+    if (next.has(id)) next.delete(id);
+    else next.add(id);
+    return next;
+  });
+  return (
+    <div class="table-scroll">
+      <table class="run-table" id="tasks">
+        <thead>
+          <tr>
+            <th>task</th><th>state</th><th>agent</th><th class="wide">input</th>
+            <th>created</th><th>duration</th><th>finished</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.filter(({ task }) => !hidden.has(task.id)).map(({ task, depth, children }) => (
+            <tr data-task={task.id} class={`${fresh.has(task.id) ? "fresh" : ""} depth-${Math.min(depth, 4)}`} key={task.id}>
+              <td class="id">
+                {children > 0 && (
+                  <button type="button" class="fold" aria-expanded={open.has(task.id)}
+                    aria-label={`${open.has(task.id) ? "Hide" : "Show"} ${children} subtasks`} onClick={() => toggle(task.id)}>
+                    {open.has(task.id) ? "▾" : "▸"} {children}
+                  </button>
+                )}
+                <a class="mono" href={`#/runs/${task.id}`} title={task.id}>{task.id.slice(0, 8)}</a>
+              </td>
+              <td class="state-cell"><StateBadge task={task} /></td>
+              <td>{task.agent.profile}</td>
+              <td class="wide"><span class="clip">{short(task.input, 120)}</span></td>
+              <td><Ago iso={task.created_at} /></td>
+              <td><Duration task={task} /></td>
+              <td>{task.finished_at ? <Ago iso={task.finished_at} /> : ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
