@@ -112,7 +112,7 @@ def ready_block(settings: Settings, startup: Startup, *, processes: list[int]) -
     database = startup.database + (f", {startup.schema}" if startup.schema else "")
     lines = [
         f"taskservice {__version__} ready in {took:.1f} s on {base}",
-        f"  dashboard  {base}/ui/",
+        f"  console    {base}/ui/",
         f"  API        {base}/docs (reference), {base}/redoc; A2A at /a2a, MCP at /mcp",
         f"  database   {database}",
         f"  model      {startup.model}",
