@@ -109,7 +109,8 @@ export const short = (value, n = 90) => {
 
 // A button that asks before it acts: a dialog saying what will happen, and the
 // action's own error shown in it if it fails.
-export function ConfirmButton({ label, title, detail, confirm = label, danger, onConfirm, ...rest }) {
+// `dismiss`: the button that does nothing ("Keep it": the thing the action would end).
+export function ConfirmButton({ label, title, detail, confirm = label, dismiss = "Keep it", danger, onConfirm, ...rest }) {
   const dialog = useRef(null);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -137,13 +138,32 @@ export function ConfirmButton({ label, title, detail, confirm = label, danger, o
           {detail && <p>{detail}</p>}
           {error && <p class="error" role="alert">{error}</p>}
           <div class="buttons">
-            <button type="button" onClick={() => dialog.current.close()}>Keep it</button>
+            <button type="button" onClick={() => dialog.current.close()}>{dismiss}</button>
             <button type="submit" class={danger ? "danger" : "primary"} disabled={busy}>{confirm}</button>
           </div>
         </form>
       </dialog>
     </>
   );
+}
+
+// A form's action: `run(act)` awaits `act()` with `busy` set, and keeps its failure
+// in `error` (shown next to the form) instead of throwing it. { busy, error, setError, run }
+export function useAction() {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  async function run(act) {
+    setBusy(true);
+    try {
+      return await act();
+    } catch (failure) {
+      setError(failure);
+      return undefined;
+    } finally {
+      setBusy(false);
+    }
+  }
+  return { busy, error, setError, run };
 }
 
 // -- loading -------------------------------------------------------------------------

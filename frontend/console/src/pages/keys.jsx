@@ -6,7 +6,7 @@
 import "./admin.css";
 import { useState } from "preact/hooks";
 import { api } from "../api.js";
-import { Ago, ConfirmButton, Empty, Failure, useLoad } from "../ui.jsx";
+import { Ago, ConfirmButton, Empty, Failure, useAction, useLoad } from "../ui.jsx";
 import { OnceSecret, ProblemNote } from "./webhooks.jsx";
 
 export function Keys() {
@@ -101,8 +101,7 @@ export function Keys() {
 
 function CreateKey({ endsOpenMode, onCreate }) {
   const [name, setName] = useState("");
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, setError, run } = useAction();
   const wanted = () => {
     if (!name.trim()) throw new Error("Name the key (what it is for), to recognise it later.");
     return name.trim();
@@ -110,15 +109,10 @@ function CreateKey({ endsOpenMode, onCreate }) {
   async function submit(event) {
     event.preventDefault();
     setError(null);
-    setBusy(true);
-    try {
+    await run(async () => {
       await onCreate(wanted());
       setName("");
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
   return (
     <form class="admin-form inline card create-key" onSubmit={submit} noValidate>
@@ -128,7 +122,7 @@ function CreateKey({ endsOpenMode, onCreate }) {
           onInput={(event) => setName(event.currentTarget.value)} />
       </label>
       {endsOpenMode ? (
-        <ConfirmButton label="Create key" class="primary" title="Create the first key and end open mode?"
+        <ConfirmButton label="Create key" class="primary" dismiss="Not now" title="Create the first key and end open mode?"
           detail="This is the first API key: open development mode ends for good when it is made. Requests without a key (this page's too) are refused from then on, on every server of this database; revoking every key does not bring open mode back. The key is shown once: you will sign in with it."
           confirm="Create and end open mode"
           onConfirm={async () => {

@@ -7,7 +7,7 @@ import "./tenant.css";
 import { useState } from "preact/hooks";
 import { api } from "../api.js";
 import { href, navigate } from "../router.js";
-import { useLoad } from "../ui.jsx";
+import { useAction, useLoad } from "../ui.jsx";
 
 // The input as the API takes it: a JSON object when the text is one, else the text.
 export function parseInput(text) {
@@ -111,8 +111,7 @@ export function FormError({ error }) {
 
 export function NewTask({ route }) {
   const agents = useLoad(() => api.get("/v1/agents"), []);
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, setError, run } = useAction();
   async function submit(event) {
     event.preventDefault();
     const form = event.currentTarget;
@@ -126,15 +125,10 @@ export function NewTask({ route }) {
       setError(failure);
       return;
     }
-    setBusy(true);
-    try {
+    await run(async () => {
       const task = await api.post("/v1/tasks", body);
       navigate(href(["runs", task.id]));
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
   return (
     <section class="new-task">

@@ -6,7 +6,7 @@
 import "./tenant.css";
 import { useState } from "preact/hooks";
 import { api, query } from "../api.js";
-import { Ago, ConfirmButton, Empty, Failure, dateTime, short, useLoad } from "../ui.jsx";
+import { Ago, ConfirmButton, Empty, Failure, dateTime, short, useAction, useLoad } from "../ui.jsx";
 import { FormError, TaskFields, template } from "./new.jsx";
 
 const MISSED = {
@@ -56,8 +56,7 @@ export function Schedules() {
 }
 
 function CreateForm({ agents, created }) {
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, setError, run } = useAction();
   const [form, setForm] = useState(0); // a new key: an empty form again
   async function submit(event) {
     event.preventDefault();
@@ -77,16 +76,11 @@ function CreateForm({ agents, created }) {
       setError(failure);
       return;
     }
-    setBusy(true);
-    try {
+    await run(async () => {
       await api.post("/v1/schedules", body);
       setForm((n) => n + 1);
       created();
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
   if (!agents) return <p class="muted">Loading…</p>;
   return (

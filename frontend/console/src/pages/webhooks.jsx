@@ -7,7 +7,7 @@ import "./admin.css";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, query } from "../api.js";
 import { href, navigate } from "../router.js";
-import { Ago, ConfirmButton, Content, Empty, Failure, STATES, dateTime, span, useLoad } from "../ui.jsx";
+import { Ago, ConfirmButton, Content, Empty, Failure, STATES, dateTime, span, useAction, useLoad } from "../ui.jsx";
 
 const DEFAULT_STATES = ["input_required", "completed", "failed", "cancelled"];
 const POLL_MS = 2000;
@@ -180,8 +180,7 @@ function WebhookForm({ initial, submitLabel, onSubmit, onCancel }) {
   const [chosenAgents, setChosenAgents] = useState(new Set(filters.agents || []));
   const [contextId, setContextId] = useState(filters.context_id || "");
   const [metadata, setMetadata] = useState(filters.metadata ? JSON.stringify(filters.metadata, null, 2) : "");
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, setError, run } = useAction();
   const ownTask = Boolean(initial?.task_id);
   const known = (agents.data?.agents || []).map((agent) => agent.name);
   const agentNames = [...new Set([...known, ...chosenAgents])];
@@ -211,14 +210,7 @@ function WebhookForm({ initial, submitLabel, onSubmit, onCancel }) {
     // A new webhook without filters has none; an edited one is told it has none now.
     // (A task's own webhook has none at all.)
     if (!ownTask && (Object.keys(wanted).length || initial)) body.filters = wanted;
-    setBusy(true);
-    try {
-      await onSubmit(body);
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
+    await run(() => onSubmit(body));
   }
 
   return (
