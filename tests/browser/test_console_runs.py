@@ -76,3 +76,53 @@ async def test_no_task_content_runs_as_script_in_the_list(
         # The page's policy would have refused an inline script anyway; none was tried.
         assert not [e for e in console.errors if "Content Security Policy" in e]
         assert console.errors == []
+
+
+def _luminance(rgb: str) -> float:
+    """WCAG's relative luminance of a computed `rgb(r, g, b)` colour."""
+    channels = [int(c) / 255 for c in re.findall(r"\d+", rgb)[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(one: str, other: str) -> float:
+    light, dark = sorted((_luminance(one), _luminance(other)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+_COLOURS = """(selector) => [...document.querySelectorAll(selector)].map((el) => {
+  const style = getComputedStyle(el);
+  let back = el, bg = style.backgroundColor;
+  while (bg === "rgba(0, 0, 0, 0)" && back.parentElement) {
+    back = back.parentElement;
+    bg = getComputedStyle(back).backgroundColor;
+  }
+  return [el.textContent, style.color, bg];
+})"""
+
+
+async def test_the_console_follows_the_system_scheme_and_stays_legible(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page) as live:
+        done = await submit(live.url, {"agent": "demo", "input": "take 0.1s"})
+        await submit(live.url, {"agent": "demo", "input": "ask", "metadata": {"n": 1}})
+        await submit(live.url, {"agent": "demo", "input": "take 30s"})
+        for scheme in ("light", "dark"):
+            await page.emulate_media(color_scheme=scheme)
+            await page.goto(f"{live.url}/ui/#/runs")
+            await expect(page.locator(f'tr[data-task="{done["id"]}"] .state')).to_have_text(
+                "completed", timeout=15_000
+            )
+            await expect(page.locator(".state.needs-you")).to_have_count(1, timeout=15_000)
+            background = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert (_luminance(background) < 0.1) == (scheme == "dark"), (scheme, background)
+            # Text and every state's badge readable on what is behind it (WCAG AA, 4.5:1;
+            # 3:1 for the badges' bold small text, as large text's).
+            for text, colour, behind in await page.evaluate(_COLOURS, "td, h1"):
+                assert _contrast(colour, behind) >= 4.5, (scheme, text, colour, behind)
+            for text, colour, behind in await page.evaluate(_COLOURS, ".state"):
+                assert _contrast(colour, behind) >= 3, (scheme, text, colour, behind)
+            if scheme == "dark":
+                await screenshot(page, "console-runs-dark", full_page=False, docs=True)
+        assert console.errors == []

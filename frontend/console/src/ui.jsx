@@ -100,6 +100,10 @@ export function Content({ value, lines = 12 }) {
 
 const kb = (n) => (n < 1024 ? `${n} B` : `${(n / 1024).toFixed(n < 10240 ? 1 : 0)} KB`);
 
+// An id as a list shows it: its last 8 characters (UUIDv7s made together share
+// their first ones, the time), the whole id on hover.
+export const shortId = (id) => `…${String(id).slice(-8)}`;
+
 export const short = (value, n = 90) => {
   const s = typeof value === "string" ? value : JSON.stringify(value ?? "");
   return s.length > n ? `${s.slice(0, n)}…` : s;

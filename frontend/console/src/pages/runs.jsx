@@ -4,7 +4,7 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, follow, query } from "../api.js";
 import { href, navigate } from "../router.js";
-import { Ago, Duration, Empty, Failure, STATES, StateBadge, short, useLoad } from "../ui.jsx";
+import { Ago, Duration, Empty, Failure, STATES, StateBadge, short, useLoad, shortId } from "../ui.jsx";
 import { Run } from "./run.jsx";
 
 // The filters the list takes from the URL, as the API names them.
@@ -46,7 +46,7 @@ function RunList({ params }) {
     let current = true;
     setTasks([]);
     setError(null);
-    api.get(`/v1/tasks${query({ ...filters, limit: PAGE, count: "estimate" })}`).then(
+    api.get(`/v1/tasks${query({ ...filters, limit: PAGE, count: "exact" })}`).then(
       (page) => {
         if (!current) return;
         setTasks(page.tasks);
@@ -65,6 +65,7 @@ function RunList({ params }) {
         if (!known && filters.state && !filters.state.includes("pending")) return;
         const task = await api.get(`/v1/tasks/${event.task_id}`).catch(() => null);
         if (!current || !task) return;
+        if (!known) setTotal((count) => (typeof count === "number" ? count + 1 : count));
         setTasks((list) => {
           const at = list.findIndex((one) => one.id === task.id);
           if (at >= 0) return list.map((one) => (one.id === task.id ? task : one));
@@ -93,7 +94,7 @@ function RunList({ params }) {
     <section class="runs">
       <div class="title">
         <h1>Runs</h1>
-        {total !== null && total !== undefined && <span class="muted count">about {total}</span>}
+        {total !== null && total !== undefined && <span class="muted count">{total} {total === 1 ? "task" : "tasks"}</span>}
         <a class="button primary" href="#/new">New task</a>
       </div>
       <Filters params={params} />
@@ -217,7 +218,7 @@ export function RunTable({ tasks, fresh = new Set() }) {
                     {open.has(task.id) ? "▾" : "▸"} {children}
                   </button>
                 )}
-                <a class="mono" href={`#/runs/${task.id}`} title={task.id}>{task.id.slice(0, 8)}</a>
+                <a class="mono" href={`#/runs/${task.id}`} title={task.id}>{shortId(task.id)}</a>
               </td>
               <td class="state-cell"><StateBadge task={task} /></td>
               <td>{task.agent.profile}</td>

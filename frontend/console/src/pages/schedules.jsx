@@ -6,7 +6,7 @@
 import "./tenant.css";
 import { useState } from "preact/hooks";
 import { api, query } from "../api.js";
-import { Ago, ConfirmButton, Empty, Failure, dateTime, short, useAction, useLoad } from "../ui.jsx";
+import { Ago, ConfirmButton, Empty, Failure, dateTime, short, useAction, useLoad, shortId } from "../ui.jsx";
 import { FormError, TaskFields, template } from "./new.jsx";
 
 const MISSED = {
@@ -140,7 +140,7 @@ function ScheduleTable({ schedules, changed }) {
 }
 
 function Row({ schedule, changed }) {
-  const label = schedule.name || schedule.id.slice(0, 8);
+  const label = schedule.name || shortId(schedule.id);
   const toggle = async () => {
     await api.patch(`/v1/schedules/${schedule.id}`, { enabled: !schedule.enabled });
     changed();
@@ -152,7 +152,7 @@ function Row({ schedule, changed }) {
   const task = schedule.task || {};
   return (
     <tr data-schedule={schedule.id}>
-      <td class="name">{schedule.name || <span class="muted mono" title={schedule.id}>{schedule.id.slice(0, 8)}</span>}</td>
+      <td class="name">{schedule.name || <span class="muted mono" title={schedule.id}>{shortId(schedule.id)}</span>}</td>
       <td>
         <code>{schedule.cron}</code>
         <span class="describe">{schedule.description}</span>
@@ -174,7 +174,7 @@ function Row({ schedule, changed }) {
       <td class="last">
         {schedule.last_task_id ? (
           <>
-            <a class="mono" href={`#/runs/${schedule.last_task_id}`}>{schedule.last_task_id.slice(0, 8)}</a>{" "}
+            <a class="mono" href={`#/runs/${schedule.last_task_id}`}>{shortId(schedule.last_task_id)}</a>{" "}
             <Ago iso={schedule.last_slot} />
           </>
         ) : <span class="muted">none yet</span>}

@@ -7,7 +7,7 @@ import "./admin.css";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, query } from "../api.js";
 import { href, navigate } from "../router.js";
-import { Ago, ConfirmButton, Content, Empty, Failure, STATES, dateTime, span, useAction, useLoad } from "../ui.jsx";
+import { Ago, ConfirmButton, Content, Empty, Failure, STATES, dateTime, span, useAction, useLoad, shortId } from "../ui.jsx";
 
 const DEFAULT_STATES = ["input_required", "completed", "failed", "cancelled"];
 const POLL_MS = 2000;
@@ -413,7 +413,7 @@ function Deliveries({ webhookId, enabled, tick, onChange }) {
             <tbody>
               {deliveries.map((delivery) => (
                 <tr data-delivery={delivery.id} data-status={delivery.status} key={delivery.id}>
-                  <td><a class="mono" href={href(["runs", delivery.task_id])} title={delivery.task_id}>{delivery.task_id.slice(0, 8)}</a></td>
+                  <td><a class="mono" href={href(["runs", delivery.task_id])} title={delivery.task_id}>{shortId(delivery.task_id)}</a></td>
                   <td>
                     <span class="tag" data-state={delivery.state}>{delivery.state.replace("_", " ")}</span>
                     <span class="muted"> #{delivery.event_seq} · <Ago iso={delivery.occurred_at} /></span>

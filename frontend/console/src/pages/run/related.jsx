@@ -1,14 +1,14 @@
 // Around the run: its subtask tree, its webhook deliveries, its raw event log.
 
 import { api } from "../../api.js";
-import { Ago, ConfirmButton, Duration, StateBadge, dateTime, short } from "../../ui.jsx";
+import { Ago, ConfirmButton, Duration, StateBadge, dateTime, short, shortId } from "../../ui.jsx";
 
 function Tree({ nodes }) {
   return (
     <ul class="tree">
       {nodes.map(({ task, children }) => (
         <li key={task.id} data-task={task.id}>
-          <StateBadge task={task} /> <a class="mono" href={`#/runs/${task.id}`} title={task.id}>{task.id.slice(0, 8)}</a>{" "}
+          <StateBadge task={task} /> <a class="mono" href={`#/runs/${task.id}`} title={task.id}>{shortId(task.id)}</a>{" "}
           <span class="muted">{task.agent.profile} · <Duration task={task} /></span>{" "}
           <span class="input">{short(task.input, 70)}</span>
           {children.length > 0 && <Tree nodes={children} />}
