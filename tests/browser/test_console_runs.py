@@ -126,3 +126,43 @@ async def test_the_console_follows_the_system_scheme_and_stays_legible(
             if scheme == "dark":
                 await screenshot(page, "console-runs-dark", full_page=False, docs=True)
         assert console.errors == []
+
+
+async def test_a_time_range_is_a_url_too(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page) as live:
+        task = await submit(live.url, {"agent": "demo", "input": "take 0.1s"})
+        row = page.locator(f'tr[data-task="{task["id"]}"]')
+        # A range after the task was made: not listed; the range's inputs show it.
+        later = "2099-01-01T00:00:00.000Z"
+        await page.goto(f"{live.url}/ui/#/runs?created_after={later}")
+        await expect(page.get_by_label("created")).to_have_value("custom")
+        await expect(page.get_by_label("from")).not_to_have_value("")
+        await expect(page.locator("p.empty")).to_be_visible()
+        await expect(row).to_have_count(0)
+        # Chosen in the form: a range around now lists it, and the address holds it.
+        await page.get_by_label("from").fill("2000-01-01T00:00")
+        await page.get_by_label("from").dispatch_event("change")
+        await expect(row).to_be_visible(timeout=5_000)
+        assert "created_after=2000-01-01" in page.url
+        await page.get_by_label("created").select_option("")
+        await expect(page.get_by_label("from")).to_have_count(0)
+        assert "created_after" not in page.url
+        assert console.errors == []
+
+
+async def test_a_state_filtered_list_gains_each_task_entering_the_state(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page) as live:
+        await page.goto(f"{live.url}/ui/#/runs?state=completed")
+        await expect(page.locator("p.empty")).to_be_visible()
+        await asyncio.sleep(0.3)  # the list's live stream is open
+        task = await submit(live.url, {"agent": "demo", "input": "take 1s"})
+        row = page.locator(f'tr[data-task="{task["id"]}"]')
+        await asyncio.sleep(0.5)
+        await expect(row).to_have_count(0)  # pending, then running: not in this list
+        await expect(row.locator(".state")).to_have_text("completed", timeout=15_000)
+        await expect(page.locator(".count")).to_have_text("1 task")
+        assert console.errors == []

@@ -9,7 +9,13 @@ import { Run } from "./run.jsx";
 
 // The filters the list takes from the URL, as the API names them.
 const FILTERS = ["state", "agent", "context_id", "parent_id", "created_after", "created_before"];
-const SINCE = { "": "any time", "1h": "last hour", "24h": "last 24 hours", "7d": "last 7 days" };
+const SINCE = {
+  "": "any time",
+  "1h": "last hour",
+  "24h": "last 24 hours",
+  "7d": "last 7 days",
+  custom: "between…",
+};
 const HOURS = { "1h": 1, "24h": 24, "7d": 168 };
 const PAGE = 50;
 
@@ -31,6 +37,28 @@ function apiFilters(params) {
   return filters;
 }
 
+// The browser's local time of an ISO instant, for a datetime-local input; and back.
+const local = (instant) => {
+  if (!instant) return "";
+  const at = new Date(instant);
+  return new Date(at.getTime() - at.getTimezoneOffset() * 60e3).toISOString().slice(0, 16);
+};
+const iso = (value) => (value ? new Date(value).toISOString() : "");
+
+// Whether a task the firehose announces belongs in a list of these filters (the
+// stream is filtered by agent, context and parent; not by state or time).
+function matches(task, filters) {
+  const created = new Date(task.created_at);
+  return (
+    (!filters.state || filters.state.includes(task.state)) &&
+    (!filters.agent || task.agent.profile === filters.agent) &&
+    (!filters.context_id || task.context_id === filters.context_id) &&
+    (!filters.parent_id || task.parent_id === filters.parent_id) &&
+    (!filters.created_after || created >= new Date(filters.created_after)) &&
+    (!filters.created_before || created < new Date(filters.created_before))
+  );
+}
+
 function RunList({ params }) {
   const key = params.toString();
   const filters = useMemo(() => apiFilters(params), [key]);
@@ -41,6 +69,8 @@ function RunList({ params }) {
   const [fresh, setFresh] = useState(new Set());
   const shown = useRef(tasks);
   shown.current = tasks;
+  const more = useRef(cursor);
+  more.current = cursor;
 
   useEffect(() => {
     let current = true;
@@ -61,15 +91,20 @@ function RunList({ params }) {
     const stream = follow(`/v1/events${query(live)}`, null, {
       state_change: async (event) => {
         const known = shown.current.some((task) => task.id === event.task_id);
-        if (!known && event.data.from !== null) return; // not on this page
-        if (!known && filters.state && !filters.state.includes("pending")) return;
+        // A task not on the page comes in when it is new, or enters a state the list
+        // shows (a list of failed tasks gains each that fails).
+        const entering = event.data.from === null || filters.state?.includes(event.data.to);
+        if (!known && !entering) return;
         const task = await api.get(`/v1/tasks/${event.task_id}`).catch(() => null);
-        if (!current || !task) return;
+        if (!current || !task || (!known && !matches(task, filters))) return;
         if (!known) setTotal((count) => (typeof count === "number" ? count + 1 : count));
         setTasks((list) => {
           const at = list.findIndex((one) => one.id === task.id);
           if (at >= 0) return list.map((one) => (one.id === task.id ? task : one));
-          return [task, ...list];
+          // Newest first: in its place by creation (ids are time-ordered UUIDv7s).
+          const after = list.findIndex((one) => one.id < task.id);
+          if (after < 0) return more.current ? list : [...list, task]; // older pages: "Older"
+          return [...list.slice(0, after), task, ...list.slice(after)];
         });
         setFresh((ids) => new Set(ids).add(task.id));
       },
@@ -109,6 +144,15 @@ function RunList({ params }) {
 function Filters({ params }) {
   const agents = useLoad(() => api.get("/v1/agents"), []);
   const chosen = new Set(params.getAll("state"));
+  // A range in the URL (created_after/before) is a custom one, whoever wrote it.
+  const ranged = params.get("created_after") || params.get("created_before");
+  const since = ranged ? "custom" : params.get("since") || "";
+  function pick(value) {
+    const next = new URLSearchParams(params);
+    for (const name of ["since", "created_after", "created_before"]) next.delete(name);
+    if (value) next.set("since", value);
+    navigate(href(["runs"], next), { replace: true });
+  }
   function set(name, values) {
     const next = new URLSearchParams(params);
     next.delete(name);
@@ -146,10 +190,24 @@ function Filters({ params }) {
       </label>
       <label>
         created
-        <select name="since" value={params.get("since") || ""} onChange={(event) => set("since", event.currentTarget.value)}>
+        <select name="since" value={since} onChange={(event) => pick(event.currentTarget.value)}>
           {Object.entries(SINCE).map(([value, label]) => <option value={value}>{label}</option>)}
         </select>
       </label>
+      {since === "custom" && (
+        <>
+          <label>
+            from
+            <input type="datetime-local" name="created_after" value={local(params.get("created_after"))}
+              onChange={(event) => set("created_after", iso(event.currentTarget.value))} />
+          </label>
+          <label>
+            to
+            <input type="datetime-local" name="created_before" value={local(params.get("created_before"))}
+              onChange={(event) => set("created_before", iso(event.currentTarget.value))} />
+          </label>
+        </>
+      )}
       <label>
         context
         <input name="context_id" value={params.get("context_id") || ""} placeholder="any"
