@@ -30,6 +30,10 @@ async def test_a_key_is_created_for_the_callers_tenant_and_shown_once(
         assert body["current"] is False
         assert body["ended_open_mode"] is False
         assert created.headers["location"] == f"/v1/keys/{body['id']}"
+        found = await client.get(created.headers["location"], headers=bearer(admin))
+        assert found.status_code == 200
+        assert found.json() == {k: body[k] for k in found.json()}
+        assert "key" not in found.json()
         # The new key is the tenant's: its tasks are acme's.
         task = await client.post("/v1/tasks", json={"input": "x"}, headers=bearer(admin))
         mine = await client.get(f"/v1/tasks/{task.json()['id']}", headers=bearer(body["key"]))
@@ -62,9 +66,12 @@ async def test_keys_are_the_tenants_own(make_client: ClientFactory, db: AsyncEng
         assert [k["name"] for k in listed] == [None]
         assert "theirs" not in str(listed)
         for key_id in (str(other_record.id), str(uuid.uuid4()), "not-a-uuid"):
-            response = await client.post(f"/v1/keys/{key_id}/revoke", headers=bearer(acme))
-            assert response.status_code == 404, key_id
-            assert response.headers["content-type"] == "application/problem+json"
+            for response in (
+                await client.post(f"/v1/keys/{key_id}/revoke", headers=bearer(acme)),
+                await client.get(f"/v1/keys/{key_id}", headers=bearer(acme)),
+            ):
+                assert response.status_code == 404, key_id
+                assert response.headers["content-type"] == "application/problem+json"
         # Globex's key still works.
         assert (await client.get("/v1/tasks", headers=bearer(other))).status_code == 200
 

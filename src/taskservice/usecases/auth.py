@@ -176,12 +176,18 @@ class TenantKeys:
         ended = was_open and not await self._auth.is_open()
         return KeyCreated(key=key, record=record, ended_open_mode=ended)
 
+    async def get(self, tenant: str, key_id: str) -> ApiKey:
+        """One of the tenant's keys (another tenant's, or none: not found)."""
+        wanted = parse_uuid(key_id)
+        found = [k for k in await self.of_tenant(tenant) if k.id == wanted]
+        if wanted is None or not found:
+            raise NotFound(f"API key {key_id} not found")
+        return found[0]
+
     async def revoke(self, tenant: str, key_id: str) -> ApiKey:
         """Revoke one of the tenant's keys (again: its first revocation stands)."""
-        wanted = parse_uuid(key_id)
         # A key's tenant never changes: whether it is the tenant's is read once.
-        if wanted is None or not any(k.id == wanted for k in await self.of_tenant(tenant)):
-            raise NotFound(f"API key {key_id} not found")
+        wanted = (await self.get(tenant, key_id)).id
         revoked = await self._auth.keys.revoke(wanted)
         if revoked is None:  # pragma: no cover - keys are never deleted
             raise NotFound(f"API key {key_id} not found")

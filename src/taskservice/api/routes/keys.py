@@ -53,6 +53,17 @@ async def create_key(body: ApiKeyCreate, caller: Caller, response: Response) -> 
     )
 
 
+@router.get(
+    "/{key_id}",
+    operation_id="getKey",
+    response_model=ApiKeyOut,
+    responses=problem_responses(401, 404),
+    summary="One of the tenant's API keys (never the key itself)",
+)
+async def get_key(key_id: str, caller: Caller) -> ApiKeyOut:
+    return ApiKeyOut.of(await caller.keys.get(caller.tenant, key_id), caller.key_id)
+
+
 @router.post(
     "/{key_id}/revoke",
     operation_id="revokeKey",
