@@ -190,7 +190,8 @@ def _watch(server: Any) -> None:
             file_actions=actions,
             setsid=True,
         )
-    except OSError as exc:  # the service still runs; only a kill -9 would leave it
+    except (OSError, NotImplementedError) as exc:  # (no setsid spawn on this system)
+        # The service still runs; only a kill -9 of it would leave the server running.
         os.close(write)
         log.warning("embedded PostgreSQL: could not start its watchdog: %s", exc)
     else:
