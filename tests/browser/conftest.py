@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.async_api import Browser, Page, async_playwright
 
@@ -83,6 +84,25 @@ async def serving(
             yield live
         finally:
             await page.goto("about:blank")
+
+
+# What no task content may do in the page: run as script (each page's XSS test puts it
+# in what a task, a schedule, a webhook or a key carries; `window.__xss` stays unset).
+XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+
+
+async def post(url: str, path: str, body: dict[str, Any], key: str | None = None) -> Any:
+    """POST `body` to the live server at `url`, as a client would; it must answer 201."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient(base_url=url, headers=headers) as client:
+        response = await client.post(path, json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def submit(url: str, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    """A task submitted over the API: what the POST answered."""
+    return await post(url, "/v1/tasks", body, key)  # type: ignore[no-any-return]
 
 
 async def screenshot(page: Page, name: str, *, full_page: bool = True, docs: bool = False) -> None:

@@ -5,29 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
 
 import httpx
 from playwright.async_api import Page, expect
 
-from tests.browser.conftest import Console, screenshot, serving
+from tests.browser.conftest import XSS, Console, post, screenshot, serving
 from tests.conftest import LiveFactory
 from tests.fakes.webhook_receiver import Receiver
 
-XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 # What sticks out past 375 px, to say so when something does.
 WIDER_THAN_A_PHONE = """[...document.querySelectorAll('main *')]
   .filter((e) => e.getBoundingClientRect().right > 376)
   .slice(0, 8).map((e) => `${e.tagName}.${e.className} ${e.getBoundingClientRect().right}`)"""
 HOOKS = {"webhook_allow_http": True, "webhook_allow_targets": ["127.0.0.1/32"]}
-
-
-async def post(url: str, path: str, body: dict[str, Any], key: str | None = None) -> Any:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with httpx.AsyncClient(base_url=url, headers=headers) as client:
-        response = await client.post(path, json=body)
-    assert response.status_code == 201, response.text
-    return response.json()
 
 
 async def confirm(page: Page, button: str) -> None:

@@ -20,21 +20,12 @@ from taskservice.agents.demo import QUESTION
 from taskservice.db.keys import ApiKeyStore
 from taskservice.db.leases import LeaseStore
 from taskservice.db.tasks import TaskStore
-from tests.browser.conftest import Console, screenshot, serving
+from tests.browser.conftest import XSS, Console, screenshot, serving, submit
 from tests.conftest import LiveFactory
 from tests.fakes.webhook_receiver import Receiver
 from tests.integration.helpers import expire
 
-XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 SECTIONS = "#conversation, #timeline, #subtasks, #deliveries, #events, #run-head"
-
-
-async def submit(url: str, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with httpx.AsyncClient(base_url=url, headers=headers) as client:
-        response = await client.post("/v1/tasks", json=body)
-    assert response.status_code == 201, response.text
-    return response.json()  # type: ignore[no-any-return]
 
 
 async def stored(url: str, task_id: str) -> dict[str, Any]:
