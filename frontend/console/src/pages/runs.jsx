@@ -18,6 +18,7 @@ const SINCE = {
 };
 const HOURS = { "1h": 1, "24h": 24, "7d": 168 };
 const PAGE = 50;
+const LIVE_MS = 400; // the live list catches up at most this often
 
 export function Runs({ route }) {
   if (route.parts[1]) return <Run id={route.parts[1]} route={route} />;
@@ -45,18 +46,20 @@ const local = (instant) => {
 };
 const iso = (value) => (value ? new Date(value).toISOString() : "");
 
-// Whether a task the firehose announces belongs in a list of these filters (the
-// stream is filtered by agent, context and parent; not by state or time).
-function matches(task, filters) {
-  const created = new Date(task.created_at);
-  return (
-    (!filters.state || filters.state.includes(task.state)) &&
-    (!filters.agent || task.agent.profile === filters.agent) &&
-    (!filters.context_id || task.context_id === filters.context_id) &&
-    (!filters.parent_id || task.parent_id === filters.parent_id) &&
-    (!filters.created_after || created >= new Date(filters.created_after)) &&
-    (!filters.created_before || created < new Date(filters.created_before))
-  );
+// `list` with `read` merged in: each task shown replaced by its newer read, each new
+// one put in its place by creation (newest first; ids are time-ordered UUIDv7s), but
+// past the last shown while older pages remain ("Older" brings those).
+function merge(list, read, olderPages) {
+  const byId = new Map(read.map((task) => [task.id, task]));
+  let merged = list.map((task) => byId.get(task.id) || task);
+  const shown = new Set(list.map((task) => task.id));
+  for (const task of read) {
+    if (shown.has(task.id)) continue;
+    const after = merged.findIndex((one) => one.id < task.id);
+    if (after >= 0) merged = [...merged.slice(0, after), task, ...merged.slice(after)];
+    else if (!olderPages) merged = [...merged, task];
+  }
+  return merged;
 }
 
 function RunList({ params }) {
@@ -85,32 +88,44 @@ function RunList({ params }) {
       },
       (failure) => current && setError(failure),
     );
-    // Live: the tenant's state changes, filtered as the list is.
     const live = { type: "state_change" };
     for (const name of ["agent", "context_id", "parent_id"]) if (filters[name]) live[name] = filters[name];
+    // Live: the tenant's state changes, filtered as the list is. A burst of them
+    // costs one read of the first page (at most every LIVE_MS), not a read per task:
+    // the page, filtered by the server, brings the new tasks and those entering a
+    // state the list shows; the tasks shown from older pages are read one by one.
+    let changed = new Set();
+    let timer = null;
+    async function catchUp() {
+      timer = null;
+      const ids = changed;
+      changed = new Set();
+      const page = await api.get(`/v1/tasks${query({ ...filters, limit: PAGE })}`).catch(() => null);
+      if (!current || !page) return;
+      const first = new Set(page.tasks.map((task) => task.id));
+      const older = [...ids].filter((id) => !first.has(id) && shown.current.some((task) => task.id === id));
+      const reread = await Promise.all(older.map((id) => api.get(`/v1/tasks/${id}`).catch(() => null)));
+      if (!current) return;
+      const known = new Set(shown.current.map((task) => task.id));
+      const added = page.tasks.filter((task) => !known.has(task.id));
+      setTasks((list) => merge(list, [...page.tasks, ...reread.filter(Boolean)], more.current));
+      if (added.length) setTotal((count) => (typeof count === "number" ? count + added.length : count));
+      setFresh((fresh) => new Set([...fresh, ...ids].filter((id) => first.has(id) || older.includes(id))));
+    }
     const stream = follow(`/v1/events${query(live)}`, null, {
-      state_change: async (event) => {
+      state_change: (event) => {
         const known = shown.current.some((task) => task.id === event.task_id);
         // A task not on the page comes in when it is new, or enters a state the list
         // shows (a list of failed tasks gains each that fails).
         const entering = event.data.from === null || filters.state?.includes(event.data.to);
         if (!known && !entering) return;
-        const task = await api.get(`/v1/tasks/${event.task_id}`).catch(() => null);
-        if (!current || !task || (!known && !matches(task, filters))) return;
-        if (!known) setTotal((count) => (typeof count === "number" ? count + 1 : count));
-        setTasks((list) => {
-          const at = list.findIndex((one) => one.id === task.id);
-          if (at >= 0) return list.map((one) => (one.id === task.id ? task : one));
-          // Newest first: in its place by creation (ids are time-ordered UUIDv7s).
-          const after = list.findIndex((one) => one.id < task.id);
-          if (after < 0) return more.current ? list : [...list, task]; // older pages: "Older"
-          return [...list.slice(0, after), task, ...list.slice(after)];
-        });
-        setFresh((ids) => new Set(ids).add(task.id));
+        changed.add(event.task_id);
+        if (timer === null) timer = setTimeout(catchUp, LIVE_MS);
       },
     });
     return () => {
       current = false;
+      clearTimeout(timer);
       stream.close();
     };
   }, [key]);
