@@ -53,6 +53,8 @@ def task_from_row(row: Row) -> Task:
         paid_slot=row.get("paid") or row.get("paid_slot"),
         quiet=row.get("quiet", False),  # before migration 0019: none
         remote=row.get("remote"),
+        forked_from=row.get("forked_from"),  # before migration 0022: none
+        forked_at=row.get("forked_at"),
     )
 
 

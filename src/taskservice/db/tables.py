@@ -95,6 +95,10 @@ tasks = Table(
     # Delegated to a remote A2A agent (an `a2a` profile): {agent, message_id, task_id}
     # of the remote task, the message id written before it is sent (migration 0020).
     Column("remote", JSONB),
+    # Forked from that task's first `forked_at` messages (migration 0022,
+    # `usecases/forks.py`); NULL once the source is deleted (the fork keeps its copy).
+    Column("forked_from", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="SET NULL")),
+    Column("forked_at", Integer),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with
@@ -192,6 +196,13 @@ tasks = Table(
         postgresql_where=text("context_id IS NOT NULL"),
     ),
     Index("ix_tasks_parent_id", "parent_id", postgresql_where=text("parent_id IS NOT NULL")),
+    # Lineage: the forks of a task, newest first (and the foreign key's deletes).
+    Index(
+        "ix_tasks_forked_from",
+        "forked_from",
+        text("id DESC"),
+        postgresql_where=text("forked_from IS NOT NULL"),
+    ),
     # By agent profile (migration 0017): a profile whose tasks are old is not a walk
     # through every newer task.
     Index("ix_tasks_tenant_agent_id", "tenant", text("(agent ->> 'profile')"), text("id DESC")),

@@ -105,6 +105,10 @@ class Task:
     quiet: bool = False
     # Delegated to a remote A2A agent: {agent, message_id, task_id} (`worker/delegation.py`).
     remote: dict[str, Any] | None = None
+    # Forked from that task's first `forked_at` messages (`usecases/forks.py`); None
+    # for a task that is not a fork (`forked_at` stays when the source is deleted).
+    forked_from: uuid.UUID | None = None
+    forked_at: int | None = None
 
     @property
     def questions(self) -> list[dict[str, Any]]:
