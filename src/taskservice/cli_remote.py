@@ -1,6 +1,7 @@
 """The `taskservice` verbs that talk to a running service over HTTP, through the
-Python client (`taskservice.client`): `submit [--follow]` and `tasks list | get |
-cancel | input`. `submit --follow` exits with the task's final state (`EXIT_CODES`);
+Python client (`taskservice.client`): `submit [--follow]`, `fork ID [--at N]
+[--follow]` and `tasks list | get | cancel | input`. `--follow` exits with the
+task's final state (`EXIT_CODES`);
 an unreachable service is exit code 4, a request the service refused (its problem
 printed as `error: …`) 5, and Ctrl-C 130, saying that the task goes on."""
 
@@ -84,11 +85,32 @@ async def _submit(client: Any, args: argparse.Namespace) -> int:
         priority=args.priority,
         run_at=args.run_at,
     )
+    return await _followed(client, args, task, "submitted")
+
+
+async def _fork(client: Any, args: argparse.Namespace) -> int:
+    metadata = json.loads(args.metadata) if args.metadata else None
+    task = await client.fork(
+        args.id,
+        at=args.at,
+        input=args.input,
+        system_prompt=args.system_prompt,
+        agent=args.agent,
+        model=args.model,
+        metadata=metadata,
+        idempotency_key=args.idempotency_key,
+    )
+    return await _followed(client, args, task, "forked")
+
+
+async def _followed(client: Any, args: argparse.Namespace, task: dict[str, Any], how: str) -> int:
+    """The task printed as JSON; with `--follow`, its events as they come, then its
+    outcome (the exit code says its final state)."""
     if not args.follow:
         _print(task)
         return 0
     args.submitted = task["id"]  # for Ctrl-C's message: the task goes on
-    print(f"task {task['id']} submitted (Ctrl-C stops following, not the task)", file=sys.stderr)
+    print(f"task {task['id']} {how} (Ctrl-C stops following, not the task)", file=sys.stderr)
     writing = False  # the model's text is being printed as it comes
     async for event in client.stream(task["id"], deltas=True):
         data = event["data"]
@@ -122,7 +144,14 @@ async def _submit(client: Any, args: argparse.Namespace) -> int:
 
 async def _tasks(client: Any, args: argparse.Namespace) -> int:
     if args.tasks_command == "list":
-        _print(await client.list(state=args.state, context_id=args.context_id, limit=args.limit))
+        _print(
+            await client.list(
+                state=args.state,
+                context_id=args.context_id,
+                forked_from=args.forked_from,
+                limit=args.limit,
+            )
+        )
     elif args.tasks_command == "get":
         _print(await client.get(args.id, wait=args.wait))
     elif args.tasks_command == "cancel":
@@ -153,6 +182,25 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     _add_remote(submit)
     submit.set_defaults(func=_remote(_submit))
 
+    fork = sub.add_parser(
+        "fork",
+        help="a new task from a step of another's conversation (over HTTP)",
+        description="A new task whose conversation begins as the first N messages of "
+        "task ID's (all of them without --at), and whose run goes on from there: no tool "
+        "call before N runs again.",
+    )
+    fork.add_argument("id", help="the task to fork")
+    fork.add_argument("--at", type=int, help="how many of its messages the fork begins with")
+    fork.add_argument("--input", help="a message added after them, as the user's next")
+    fork.add_argument("--follow", "-f", action="store_true", help="stream events until done")
+    fork.add_argument("--system-prompt")
+    fork.add_argument("--agent", help="agent profile")
+    fork.add_argument("--model")
+    fork.add_argument("--metadata", help="a JSON object (replaces the source's)")
+    fork.add_argument("--idempotency-key")
+    _add_remote(fork)
+    fork.set_defaults(func=_remote(_fork))
+
     tasks = sub.add_parser("tasks", help="list, get, cancel or answer tasks (over HTTP)")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
     listing = tasks_sub.add_parser("list", help="the newest tasks, as JSON")
@@ -160,6 +208,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--state", action="append", help="only tasks in this state (repeat for several)"
     )
     listing.add_argument("--context-id", help="only tasks of this context")
+    listing.add_argument("--forked-from", help="only the forks of this task")
     listing.add_argument(
         "--limit", type=int, help="at most this many (default: the service's page size)"
     )

@@ -107,6 +107,27 @@ class TaskClient:
         task: dict[str, Any] = await self._call("POST", "/v1/tasks", json=body, headers=headers)
         return task
 
+    async def fork(
+        self,
+        task_id: str,
+        *,
+        at: int | None = None,
+        input: str | dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """A new task from the first `at` messages of `task_id`'s conversation (None:
+        all of them), with `input` added as the user's next message; `fields`
+        (`agent`, `model`, `system_prompt`, `metadata`, …) change what the fork keeps
+        of its source."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        given = {"at": at, "input": input, **fields}
+        body = {k: v for k, v in given.items() if v is not None}
+        task: dict[str, Any] = await self._call(
+            "POST", f"/v1/tasks/{task_id}/fork", json=body, headers=headers
+        )
+        return task
+
     async def get(self, task_id: str, *, wait: float | None = None) -> dict[str, Any]:
         params = {"wait": wait} if wait else {}
         task: dict[str, Any] = await self._call("GET", f"/v1/tasks/{task_id}", params=params)

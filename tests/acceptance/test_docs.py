@@ -97,6 +97,15 @@ def cli_says_what_it_does(ran: list[Ran]) -> None:
     assert "HTTP Request" not in cli.stderr  # the CLI does not log its own requests
 
 
+def forks_went_as_said(ran: list[Ran]) -> None:
+    said = stdout(ran, "json() {").splitlines()
+    assert said[:3] == ["completed", "written in teal", "[0, 1, 3, 5, 7]"], said
+    assert said[3].startswith("{'task_id': "), said
+    assert said[3].endswith("'at': 5}"), said
+    assert "'Name three lakes.'" in stdout(ran, "client.fork")
+    assert stdout(ran, "taskservice fork").strip() == "fork completed"
+
+
 def keys_end_open_mode(ran: list[Ran]) -> None:
     assert ran[-1].block.code.startswith("KEY=$(.venv/bin/taskservice keys create")
     assert "401 without a key" in ran[-1].stdout
@@ -108,6 +117,7 @@ CHECKS: dict[str, Callable[[list[Ran]], None]] = {
     "docs/guides/python-client.md": client_rebuilt_the_answer,
     "docs/reference/cli.md": cli_says_what_it_does,
     "docs/guides/deployment.md": keys_end_open_mode,
+    "docs/guides/run-controls.md": forks_went_as_said,
 }
 
 

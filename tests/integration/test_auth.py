@@ -113,6 +113,7 @@ async def test_another_tenants_task_is_404_on_every_route(
         for method, path in [
             ("GET", f"/v1/tasks/{task['id']}"),
             ("POST", f"/v1/tasks/{task['id']}/cancel"),
+            ("POST", f"/v1/tasks/{task['id']}/fork"),
             ("GET", f"/v1/tasks/{task['id']}/events"),
         ]:
             response = await client.request(method, path, headers=bearer(bob))

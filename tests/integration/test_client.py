@@ -233,3 +233,33 @@ async def test_an_unreachable_service_has_its_own_exit_code() -> None:
     code, _, err = await run_cli("http://127.0.0.1:9", "tasks", "list")
     assert code == 4
     assert "cannot reach" in err
+
+
+async def test_fork_from_the_client_and_the_command(make_live: LiveFactory) -> None:
+    async with make_live(workers_enabled=True) as live, TaskClient(live.url) as client:
+        source = await client.wait((await client.submit("hello"))["id"], within=10)
+        assert source["state"] == "completed"
+        # The offline model's conversation: the prompt (0), its answer (1).
+        fork = await client.fork(source["id"], at=1, idempotency_key="again")
+        assert fork["forked_from"] == {"task_id": source["id"], "at": 1}
+        assert (await client.fork(source["id"], at=1, idempotency_key="again"))["id"] == fork["id"]
+        assert (await client.wait(fork["id"], within=10))["state"] == "completed"
+        with pytest.raises(TaskServiceError) as refused:
+            await client.fork(source["id"])  # after the answer, with nothing to say
+        assert refused.value.status == 422
+        assert refused.value.problem["valid_positions"] == [0, 1]
+
+        code, out, err = await run_cli(
+            live.url, "fork", source["id"], "--at", "0", "--input", "goodbye", "--follow"
+        )
+        assert code == 0, err
+        assert "goodbye" in out
+        assert "forked (Ctrl-C stops following" in err
+        code, out, err = await run_cli(live.url, "fork", source["id"], "--at", "2")
+        assert code == EXIT_REFUSED
+        assert "valid positions" in err
+        code, out, _ = await run_cli(live.url, "tasks", "list", "--forked-from", source["id"])
+        assert code == 0
+        forks = json.loads(out)["tasks"]
+        assert len(forks) == 2
+        assert {t["forked_from"]["at"] for t in forks} == {0, 1}

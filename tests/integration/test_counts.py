@@ -13,7 +13,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from taskservice.db.task_pages import list_statement
+from taskservice.db.task_pages import Shape, list_statement
 from taskservice.db.tasks import TaskStore
 from tests.conftest import ClientFactory
 
@@ -135,7 +135,7 @@ async def test_the_state_filter_pages_through_the_tenant_state_index_even_on_a_g
     `state = ANY($2)` then scanned the primary key backwards through every completed
     task (450 ms on a million tasks). The states are inlined, one ordered scan each."""
     await bulk(db, rows=300_000, every=20_000)
-    statement = list_statement(states, False, False, False, False, agent=False, cursor=False)
+    statement = list_statement(Shape(states=states), cursor=False)
     async with store.db.connection() as conn, conn.transaction():
         await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         plan = await conn.fetchval(
@@ -155,3 +155,35 @@ async def test_the_state_filter_pages_through_the_tenant_state_index_even_on_a_g
     # 15 tasks in each rare state; completed ones fill a page.
     assert len(rows) == (51 if "completed" in states else 15 * len(states))
     assert {row["state"] for row in rows} <= set(states)
+
+
+async def test_the_forks_of_a_task_are_read_from_the_forks_index_even_on_a_generic_plan(
+    store: TaskStore, db: AsyncEngine
+) -> None:
+    """`?forked_from=`: the partial index of forks, however many tasks are not forks."""
+    await bulk(db, rows=200_000, every=20_000)
+    async with db.begin() as conn:
+        source = (await conn.execute(text("SELECT id FROM tasks ORDER BY id LIMIT 1"))).scalar()
+        await conn.execute(
+            text(
+                "UPDATE tasks SET forked_from = :source, forked_at = 1 "
+                "WHERE id IN (SELECT id FROM tasks ORDER BY id DESC LIMIT 3)"
+            ),
+            {"source": source},
+        )
+        await conn.execute(text("ANALYZE tasks"))
+    statement = list_statement(Shape(forked=True), cursor=False)
+    params = {"tenant": "default", "forked_from": source, "limit": 51}
+    async with store.db.connection() as conn, conn.transaction():
+        await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        plan = await conn.fetchval(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) {statement.sql}", *statement.args(params)
+        )
+        rows = await conn.fetch(statement.sql, *statement.args(params))
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    nodes = _nodes(plan[0]["Plan"])
+    scans = [node for node in nodes if "Scan" in node[0]]
+    assert len(scans) == 1, nodes
+    assert scans[0][1] <= 3, nodes
+    assert len(rows) == 3
+    assert {row["forked_from"] for row in rows} == {source}

@@ -8,8 +8,10 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
+from taskservice.api.params import INT32_MAX
 from taskservice.domain.agent_options import AGENT, MODEL, SYSTEM_PROMPT
 from taskservice.domain.content import CONTEXT_ID_MAX_LENGTH
+from taskservice.domain.forks import ForkRequest
 from taskservice.domain.models import ApiKey, EventType, TaskEvent, Total
 from taskservice.domain.requests import TaskRequest
 from taskservice.domain.schedules import PRIORITY_MAX, PRIORITY_MIN
@@ -286,6 +288,58 @@ class TaskCreate(TaskTemplate):
         fields = {name: getattr(self, name) for name in type(self).model_fields}
         fields["webhooks"] = tuple(hook.request() for hook in self.webhooks)
         return TaskRequest(tenant=tenant, idempotency_key=idempotency_key, **fields)
+
+
+class TaskFork(Request):
+    """A fork: a new task whose conversation begins as the source's first `at`
+    messages, and whose run continues from there (no tool call recorded before `at`
+    runs again). Every other field, unset, is the source's."""
+
+    at: int | None = Field(
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="How many of the source's messages the fork begins with (its "
+        "conversation's positions are 0, 1, …): 0 starts over; unset, all of them (run "
+        "it again from where it stopped). Not between a response's tool calls and the "
+        "request carrying their results, nor after the model's answer unless `input` is "
+        "given: a 422 names the valid positions.",
+        examples=[4],
+    )
+    input: NonEmptyText | dict[str, Any] | None = Field(
+        default=None,
+        description="A message added after the copied ones, as the user's next message "
+        "(at 0: the fork's prompt). To edit the user message at position N, fork at N "
+        "with the new text.",
+        examples=["Now in French."],
+    )
+    system_prompt: str | None = Field(default=None, max_length=SYSTEM_PROMPT.max_length)
+    agent: str | None = Field(
+        default=None,
+        max_length=AGENT.max_length,
+        description="Another agent profile (its system prompt and model, unless given).",
+    )
+    model: str | None = Field(
+        default=None,
+        max_length=MODEL.max_length,
+        description="A model from the operator's allow-list.",
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="Replaces the source's metadata (unset: a copy of it)."
+    )
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+    timeout_seconds: float | None = Field(default=None, gt=0, le=86_400)
+    webhooks: list[WebhookIn] = Field(
+        default_factory=list,
+        description="The fork's own webhooks (the source's are not copied).",
+    )
+
+    def request(self, tenant: str, task_id: str, idempotency_key: str | None) -> ForkRequest:
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        fields["webhooks"] = tuple(hook.request() for hook in self.webhooks)
+        return ForkRequest(
+            tenant=tenant, task_id=task_id, idempotency_key=idempotency_key, **fields
+        )
 
 
 class CancelRequest(Request):

@@ -81,7 +81,6 @@ def pending_task(new: NewTask, row: Row) -> Task:
         cancel_reason=None,
         input_request=None,
         usage={},
-        event_seq=1,
         created_at=row["created_at"],
         updated_at=row["created_at"],
         status_at=row["created_at"],
@@ -93,4 +92,10 @@ def pending_task(new: NewTask, row: Row) -> Task:
         run_at=row["run_at"],
         delayed=row["delayed"],
         quiet=new.quiet,
+        # A fork's ledger was written with it (`db/forks.py`): its events and
+        # follow-up too.
+        event_seq=row.get("event_seq", 1),
+        followups=int(new.fork is not None and new.fork.at > 0 and new.fork.message is not None),
+        forked_from=new.fork.source if new.fork is not None else None,
+        forked_at=new.fork.at if new.fork is not None else None,
     )

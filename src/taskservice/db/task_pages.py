@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Integer, Text
 from sqlalchemy.dialects.postgresql import TIMESTAMP, UUID
@@ -29,6 +29,7 @@ _FILTER_BINDS: dict[str, Any] = {
     "parent_id": _UUID,
     "context_id": Text(),
     "agent": Text(),
+    "forked_from": _UUID,
     "created_after": TIMESTAMP(timezone=True),
     "created_before": TIMESTAMP(timezone=True),
     "created_after_id": _UUID,
@@ -42,24 +43,36 @@ _FILTER_BINDS: dict[str, Any] = {
 }
 
 
-def _filters(
-    parent: bool, context: bool, after: bool, before: bool, agent: bool = False
-) -> list[str]:
+class Shape(NamedTuple):
+    """Which of a list's filters are set (a statement is built once per shape)."""
+
+    states: tuple[str, ...] = ()
+    parent: bool = False
+    context: bool = False
+    after: bool = False
+    before: bool = False
+    agent: bool = False
+    forked: bool = False
+
+
+def _filters(shape: Shape) -> list[str]:
     """A tenant's tasks, filtered (the conditions a page and its count share). The
     agent profile's condition is the expression of `ix_tasks_tenant_agent_id`."""
     conditions = ["tenant = :tenant"]
-    if parent:
+    if shape.parent:
         conditions.append("parent_id = :parent_id")
-    if context:
+    if shape.context:
         conditions.append("context_id = :context_id")
-    if agent:
+    if shape.agent:
         conditions.append("agent ->> 'profile' = :agent")
+    if shape.forked:  # `ix_tasks_forked_from`
+        conditions.append("forked_from = :forked_from")
     # A creation time is also a range of ids (UUIDv7: time-ordered), so that an old
     # window is an index range, not a walk through every newer task; the exact
     # condition is on created_at (the id's clock is the API process's).
-    if after:
+    if shape.after:
         conditions.append("created_at >= :created_after AND id >= :created_after_id")
-    if before:
+    if shape.before:
         conditions.append("created_at < :created_before AND id < :created_before_id")
     return conditions
 
@@ -73,17 +86,10 @@ def _binds(sql: str) -> tuple[tuple[str, Any], ...]:
 
 
 @lru_cache(maxsize=256)
-def list_statement(
-    states: tuple[str, ...],
-    parent: bool,
-    context: bool,
-    after: bool,
-    before: bool,
-    agent: bool,
-    cursor: bool,
-) -> Statement:
+def list_statement(shape: Shape, cursor: bool) -> Statement:
     """Newest first, `:limit` of them, older than `:before_id` with a cursor."""
-    conditions = _filters(parent, context, after, before, agent)
+    states = shape.states
+    conditions = _filters(shape)
     if cursor:
         conditions.append("id < :before_id")
     where = " AND ".join(conditions)
@@ -99,24 +105,23 @@ def list_statement(
     return text_statement(sql, **dict(_binds(sql)))
 
 
-def count_query(
-    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool, agent: bool
-) -> tuple[str, tuple[tuple[str, Any], ...]]:
-    conditions = _filters(parent, context, after, before, agent)
-    if states:
-        conditions.append(f"state IN ({', '.join(_state_literal(s) for s in states)})")
+def count_query(shape: Shape) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    conditions = _filters(shape)
+    if shape.states:
+        conditions.append(f"state IN ({', '.join(_state_literal(s) for s in shape.states)})")
     from_where = f"FROM tasks WHERE {' AND '.join(conditions)}"
     return from_where, _binds(from_where)
 
 
-def shape(filter: TaskFilter) -> tuple[tuple[str, ...], bool, bool, bool, bool, bool]:
-    return (
-        tuple(sorted(s.value for s in filter.states)),
-        filter.parent_id is not None,
-        filter.context_id is not None,
-        filter.created_after is not None,
-        filter.created_before is not None,
-        filter.agent is not None,
+def shape(filter: TaskFilter) -> Shape:
+    return Shape(
+        states=tuple(sorted(s.value for s in filter.states)),
+        parent=filter.parent_id is not None,
+        context=filter.context_id is not None,
+        after=filter.created_after is not None,
+        before=filter.created_before is not None,
+        agent=filter.agent is not None,
+        forked=filter.forked_from is not None,
     )
 
 
@@ -126,6 +131,7 @@ def filter_params(tenant: str, filter: TaskFilter) -> dict[str, Any]:
         "parent_id": filter.parent_id,
         "context_id": filter.context_id,
         "agent": filter.agent,
+        "forked_from": filter.forked_from,
         "created_after": filter.created_after,
         "created_before": filter.created_before,
         "created_after_id": _id_bound(filter.created_after, -CLOCK_MARGIN),
@@ -148,7 +154,7 @@ def _id_bound(moment: datetime | None, margin: timedelta) -> uuid.UUID | None:
 
 
 def _by_status(state: bool, context: bool, after: bool) -> list[str]:
-    conditions = _filters(parent=False, context=context, after=False, before=False)
+    conditions = _filters(Shape(context=context))
     if state:
         conditions.append("state = :state")
     if after:

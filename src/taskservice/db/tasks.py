@@ -28,6 +28,7 @@ from taskservice.db.cancels import CANCEL_ORPHANS, CANCEL_SUBTASKS, FAIL_OPEN_CA
 from taskservice.db.counts import count
 from taskservice.db.eventlog import NEXT_SEQ, STATE_CHANGE, append_events
 from taskservice.db.followups import TAKES_FOLLOWUPS
+from taskservice.db.forks import copy_ledger
 from taskservice.db.rows import pending_task, task_from_row
 from taskservice.db.sql import Database, Row, Statement
 from taskservice.db.submits import SubmitBatcher, create_many
@@ -194,17 +195,21 @@ class TaskStore:
         With an idempotency key already used by this tenant, nothing is written and
         the existing task comes back with created=False. `also` writes what belongs
         to a new task (its webhook subscriptions) on the same connection, in the same
-        transaction.
+        transaction. A fork's ledger (`new.fork`) is written in it too
+        (`db/forks.py`).
         """
         params = task_params(new)
         created: Row | None
-        if also is None:
+        if also is None and new.fork is None:
             created = await self._submits.insert(params)  # shares a commit with others
         else:
             async with self.db.connection() as conn, conn.transaction():
                 rows = await create_many(conn, [params])
                 created = rows[0] if rows else None
-                if created is not None:
+                if created is not None and new.fork is not None:
+                    copied = await copy_ledger(conn, created["id"], new.fork)
+                    created = {**created, "event_seq": copied["event_seq"]}
+                if created is not None and also is not None:
                     await also(conn, created["id"])
         if created is not None:
             return pending_task(new, created), True
@@ -242,7 +247,7 @@ class TaskStore:
     ) -> list[Task]:
         """Newest first. `before_id` is the keyset cursor: ids are time-ordered, so
         rows inserted while a client pages land before its cursor, never after."""
-        statement = list_statement(*shape(filter), before_id is not None)
+        statement = list_statement(shape(filter), before_id is not None)
         params = filter_params(tenant, filter) | {"before_id": before_id, "limit": limit}
         return [task_from_row(row) for row in await self.db.fetch(statement, params)]
 
@@ -250,7 +255,7 @@ class TaskStore:
         self, *, tenant: str, filter: TaskFilter, mode: CountMode, timeout_ms: int
     ) -> Total:
         """How many tasks `list_tasks` pages through with this filter (any cursor)."""
-        from_where, binds = count_query(*shape(filter))
+        from_where, binds = count_query(shape(filter))
         return await count(
             self.db,
             mode,

@@ -8,6 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
+from taskservice.domain.forks import Fork
 from taskservice.domain.states import TaskState
 
 JSON = Any
@@ -57,6 +58,7 @@ class NewTask:
     priority: int = 0  # claimed higher first
     run_at: datetime | None = None  # not claimed before; None: at once
     quiet: bool = False  # no live output until a stream asks for it (`Task.quiet`)
+    fork: Fork | None = None  # its ledger copied from another task's (`domain/forks.py`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +252,7 @@ class TaskFilter:
     created_after: datetime | None = None
     created_before: datetime | None = None
     agent: str | None = None  # the agent profile's name
+    forked_from: uuid.UUID | None = None  # its forks (`Task.forked_from`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from taskservice.domain.agent_options import AgentOptions
 from taskservice.domain.content import canonical
+from taskservice.domain.forks import Fork
 from taskservice.domain.schedules import check_priority, check_run_at
 from taskservice.domain.webhooks import WebhookRequest
 
@@ -47,6 +48,9 @@ class TaskRequest:
     priority: int = 0
     run_at: datetime | None = None
     quiet: bool = False
+    # A fork of another task (`domain/forks.py`): its ledger begins as a copy of the
+    # source's; `input` is then the source's (at 0: the fork's prompt).
+    fork: Fork | None = None
 
     def __post_init__(self) -> None:
         # Values from JSON (A2A metadata, a schedule's template) arrive unchecked.
@@ -82,6 +86,8 @@ class TaskRequest:
             request["priority"] = self.priority
         if self.run_at is not None:
             request["run_at"] = self.run_at.isoformat()
+        if self.fork is not None:
+            request["fork"] = self.fork.fingerprint()
         if self.webhooks:
             request["webhooks"] = [
                 {"url": w.url, "states": sorted(w.states), "secret": w.secret}

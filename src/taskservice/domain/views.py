@@ -23,6 +23,13 @@ class AgentOut(BaseModel):
     system_prompt: str
 
 
+class ForkedFrom(BaseModel):
+    task_id: uuid.UUID | None = Field(
+        description="The source task (null once it was deleted: the fork keeps its copy)."
+    )
+    at: int = Field(description="How many of the source's messages the fork began with.")
+
+
 class TaskOut(BaseModel):
     id: uuid.UUID
     state: TaskState
@@ -57,6 +64,11 @@ class TaskOut(BaseModel):
         default=None,
         description="Not started before this: the submission time unless it asked later.",
     )
+    forked_from: ForkedFrom | None = Field(
+        default=None,
+        description="A fork (`POST /v1/tasks/{task_id}/fork`): the task and position its "
+        "conversation was copied from.",
+    )
 
     @classmethod
     def of(cls, task: Task) -> Self:
@@ -86,4 +98,7 @@ class TaskOut(BaseModel):
             followups_read=task.followups_read,
             priority=task.priority,
             run_at=task.run_at,
+            forked_from=ForkedFrom(task_id=task.forked_from, at=task.forked_at)
+            if task.forked_at is not None
+            else None,
         )

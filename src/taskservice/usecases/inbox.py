@@ -52,7 +52,8 @@ def _asks(task: Task) -> list[str] | None:
     return [question["id"] for question in task.questions] or None
 
 
-def _preview(input: Any) -> str:
+def preview(input: Any) -> str:
+    """A message as its `followup` event shows it."""
     text = as_text(input)
     return text if len(text) <= _PREVIEW_CHARS else text[:_PREVIEW_CHARS] + "…"
 
@@ -104,7 +105,7 @@ class TaskInbox:
                 )
             try:
                 queued = await self.followups.queue(
-                    task.id, tenant=tenant, input=input, key=key, preview=_preview(input)
+                    task.id, tenant=tenant, input=input, key=key, preview=preview(input)
                 )
             except KeyTaken as taken:  # the same key, sent at the same time
                 return self._replay(task, taken.sent, input)

@@ -76,4 +76,5 @@ class NewTasks:
             priority=request.priority,
             run_at=request.run_at,
             quiet=request.quiet,
+            fork=request.fork,
         )

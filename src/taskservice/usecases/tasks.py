@@ -32,6 +32,7 @@ from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
 from taskservice.domain.content import check_new_task, field_json
 from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
+from taskservice.domain.forks import ForkRequest
 from taskservice.domain.ids import decode_cursor, encode_cursor, parse_uuid
 from taskservice.domain.models import (
     AgentSpec,
@@ -53,6 +54,7 @@ from taskservice.following.deltas import LiveFeed
 from taskservice.following.follower import TaskFollower, moved_to
 from taskservice.following.hub import TaskWatchers
 from taskservice.settings import Settings
+from taskservice.usecases.forks import fork_submit
 from taskservice.usecases.submission import NewTasks
 from taskservice.usecases.subscriptions import WebhookService
 
@@ -143,6 +145,17 @@ class TaskService:
             )
             made = subs[::-1]  # oldest first, as registered
         return Submitted(task, created, tuple(made))
+
+    async def fork(self, request: ForkRequest) -> Submitted:
+        """A new task from the first `request.at` messages of the caller's task
+        `request.task_id` (`usecases/forks.py`): created as a submit is, its ledger
+        copied in the same transaction. The source is only read."""
+        source = await self.get(tenant=request.tenant, task_id=request.task_id)
+        rows = await self._ledger.all_messages(source.id)
+        messages = [row["message"] for row in rows]
+        return await self.submit(
+            fork_submit(request, source, messages, catalog=self._catalog, settings=self._settings)
+        )
 
     async def spawn(
         self,

@@ -132,7 +132,8 @@ class RunLedger(RunHooks):
             # Its only events are its creation, the follow-ups queued while it was
             # pending and this claim: no run has written a message, a tool call or
             # anything else to resume from. (Every such write adds an event, so this
-            # never skips a history that exists.)
+            # never skips a history that exists; a fork's copied ledger came with a
+            # `log` line.)
             return [], None
         rows = await self._patiently(lambda: self.store.all_messages(self.task.id))
         history = ModelMessagesTypeAdapter.validate_python([row["message"] for row in rows])
@@ -140,7 +141,7 @@ class RunLedger(RunHooks):
         cause = await self._patiently(
             lambda: self.store.resume_cause(self.task.id, claim_seq=self.task.event_seq)
         )
-        lines = [resumed(self.task.attempt, cause, len(history))]
+        lines = [resumed(self.task.attempt, cause, len(history), forked_from=self.task.forked_from)]
         pending = open_tool_calls(history)
         calls = await self._patiently(lambda: self.store.all_calls(self.task.id)) if pending else {}
         results, interrupted, said = settled(pending, calls)

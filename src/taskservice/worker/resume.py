@@ -27,16 +27,27 @@ _RELEASED_BECAUSE = {
 }
 
 
-def resumed(attempt: int, cause: Row | None, messages: int) -> tuple[LogLevel, str]:
+def resumed(
+    attempt: int, cause: Row | None, messages: int, *, forked_from: Any = None
+) -> tuple[LogLevel, str]:
     """The `log` line of a resumed attempt: from what, and why (`cause`: the event
-    that gave the task back before this claim)."""
+    that gave the task back before this claim; `forked_from`: the task a fork's
+    ledger was copied from)."""
+    kind = cause["type"] if cause is not None else None
+    data: dict[str, Any] = cause["data"] if cause is not None else {}
+    if forked_from is not None and kind == "state_change" and data.get("to") == "pending":
+        # The fork's first run: nothing gave it back since it was created.
+        if not messages:
+            return "info", f"attempt {attempt} starts the fork's run from its input"
+        return "info", (
+            f"attempt {attempt} continues the run from the {messages} messages copied from "
+            f"task {forked_from}"
+        )
     line = (
         f"attempt {attempt} resumes the run from {messages} recorded messages"
         if messages
         else f"attempt {attempt} starts the run over (nothing was recorded)"
     )
-    data: dict[str, Any] = cause["data"] if cause is not None else {}
-    kind = cause["type"] if cause is not None else None
     if kind == "recovered":  # the reaper's line said so when it happened
         return "info", (
             f"{line}: the lease of worker {data.get('worker')} on attempt "

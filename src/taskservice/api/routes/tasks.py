@@ -26,6 +26,7 @@ from taskservice.api.schemas import (
     MessagePage,
     TaskCreate,
     TaskCreated,
+    TaskFork,
     TaskList,
     WebhookWithSecret,
 )
@@ -35,6 +36,7 @@ from taskservice.domain.errors import Forbidden
 from taskservice.domain.models import EventType, TaskFilter
 from taskservice.domain.states import TaskState
 from taskservice.domain.views import TaskOut
+from taskservice.usecases.tasks import Submitted
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
@@ -95,6 +97,11 @@ def json_response(
 async def create_task(body: TaskCreate, request: Request) -> Response:
     caller = await get_caller(request)
     submitted = await caller.service.submit(body.request(caller.tenant, idempotency_key(request)))
+    return _created(submitted)
+
+
+def _created(submitted: Submitted) -> Response:
+    """A created task's answer (201), or an idempotent replay's (200)."""
     task = submitted.task
     headers = {"Location": f"/v1/tasks/{task.id}"}
     if not submitted.created:
@@ -121,6 +128,9 @@ async def list_tasks(
     agent: Annotated[
         str | None, Query(max_length=200, description="Only tasks of this agent profile.")
     ] = None,
+    forked_from: Annotated[
+        uuid.UUID | None, Query(description="Only the forks of this task.")
+    ] = None,
     created_after: Timestamp | None = None,
     created_before: Timestamp | None = None,
     cursor: str | None = None,
@@ -136,6 +146,7 @@ async def list_tasks(
             created_after=created_after,
             created_before=created_before,
             agent=agent,
+            forked_from=forked_from,
         ),
         cursor=cursor,
         limit=limit,
@@ -188,6 +199,34 @@ async def cancel_task(
     return TaskOut.of(
         await caller.service.cancel(tenant=caller.tenant, task_id=task_id, reason=reason)
     )
+
+
+@router.post(
+    "/{task_id}/fork",
+    operation_id="forkTask",
+    status_code=status.HTTP_201_CREATED,
+    response_model=TaskCreated,
+    responses={
+        200: {"model": TaskCreated, "description": "Idempotent replay: the fork created before"},
+        **problem_responses(400, 401, 404, 409, 413, 415, 422),
+    },
+    summary="Fork a task from a step of its conversation",
+    description="A new task (in the source's tenant and context) whose conversation "
+    "begins as the source's first `at` messages, with the finished tool calls among "
+    "them, and whose run continues from there: no tool call before `at` runs again, "
+    "everything after runs anew. The source is not changed, whatever its state. Its "
+    "forks are listed by `GET /v1/tasks?forked_from={task_id}`.",
+    openapi_extra={"parameters": [IDEMPOTENCY_KEY]},
+)
+async def fork_task(
+    task_id: TaskId,
+    request: Request,
+    body: Annotated[TaskFork | None, Body()] = None,
+) -> Response:
+    caller = await get_caller(request)
+    fork = (body or TaskFork()).request(caller.tenant, task_id, idempotency_key(request))
+    submitted = await caller.service.fork(fork)
+    return _created(submitted)
 
 
 @router.get(
