@@ -307,3 +307,26 @@ async def test_the_a2a_sdk_receives_the_answer_in_chunks_as_it_is_written(
     assert "".join(chunk.artifact.parts[0].text for chunk in chunks) == answer
     assert {u.artifact.artifact_id for u in updates} == {whole.artifact.artifact_id}
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+@bindings
+async def test_the_a2a_sdk_continues_a_finished_task_by_referring_to_it(
+    make_live: LiveFactory, binding: str
+) -> None:
+    """A message with `referenceTaskIds` (the SDK's `reference_task_ids`) starts a
+    fork: a new task in the same context whose history is the referenced one's."""
+    async with a2a_client(make_live, streaming=False, binding=binding, workers_enabled=True) as (
+        client
+    ):
+        first = await sent_task(client, send_request("name a river"))
+        assert first.status.state == TaskState.TASK_STATE_COMPLETED
+        request = send_request("and a lake")
+        request.message.reference_task_ids.append(first.id)
+        request.message.context_id = first.context_id
+        then = await sent_task(client, request)
+        fetched = await client.get_task(GetTaskRequest(id=then.id))
+    assert then.id != first.id
+    assert then.context_id == first.context_id
+    assert then.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [m.parts[0].text for m in fetched.history][::2] == ["name a river", "and a lake"]
+    assert "and a lake" in then.artifacts[0].parts[0].text

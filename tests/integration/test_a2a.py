@@ -397,3 +397,18 @@ async def test_text_and_data_parts_make_one_input(make_client: ClientFactory) ->
         assert refused["error"]["code"] == -32602
         assert "text or a JSON object" in refused["error"]["message"]
         assert len((await client.get("/v1/tasks")).json()["tasks"]) == 1
+
+
+async def test_a_0_3_message_referring_to_a_task_continues_it_as_a_fork(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client(workers_enabled=True) as client:
+        params = {"message": text_message("one"), "configuration": {"blocking": True}}
+        first = (await rpc(client, "message/send", params))["result"]
+        follow = text_message("two", referenceTaskIds=[first["id"]])
+        params = {"message": follow, "configuration": {"blocking": True}}
+        then = (await rpc(client, "message/send", params))["result"]
+    assert then["id"] != first["id"]
+    assert then["contextId"] == first["contextId"]
+    assert then["status"]["state"] == "completed"
+    assert [m["parts"][0]["text"] for m in then["history"]][::2] == ["one", "two"]

@@ -429,3 +429,65 @@ async def test_a_message_to_a_task_that_finishes_meanwhile_is_unsupported(
         late = await rpc(client, "SendMessage", {"message": message("more", taskId=task["id"])})
     assert late["error"]["code"] == -32004
     assert late["error"]["data"][0]["metadata"]["state"] == "cancelled"
+
+
+async def test_a_message_referring_to_a_task_continues_it_as_a_fork(
+    make_client: ClientFactory,
+) -> None:
+    """A2A's refinement: a new message with `referenceTaskIds` starts a new task in
+    the same context, whose history is the referenced task's, then the message."""
+    async with make_client(workers_enabled=True) as client:
+        first = (await rpc(client, "SendMessage", {"message": message("What is A2A?")}))["result"][
+            "task"
+        ]
+        assert first["status"]["state"] == "TASK_STATE_COMPLETED"
+        more = message(
+            "and in one word?",
+            messageId="m-more",
+            referenceTaskIds=[first["id"]],
+            contextId=first["contextId"],
+        )
+        sent = (await rpc(client, "SendMessage", {"message": more}))["result"]["task"]
+        retried = (await rpc(client, "SendMessage", {"message": more}))["result"]["task"]
+        rest = (await client.get(f"/v1/tasks/{sent['id']}")).json()
+
+        # Fork it from its start instead, with the message as its prompt.
+        again = message("What is MCP?", referenceTaskIds=[first["id"]], metadata={"fork_at": 0})
+        restarted = (await rpc(client, "SendMessage", {"message": again}))["result"]["task"]
+
+        two = message("x", referenceTaskIds=[first["id"], sent["id"]])
+        several = await rpc(client, "SendMessage", {"message": two})
+        inside = message("x", referenceTaskIds=[first["id"]], metadata={"fork_at": 1})
+        bad_position = await rpc(client, "SendMessage", {"message": inside})
+        other_context = message("x", referenceTaskIds=[first["id"]], contextId="elsewhere")
+        elsewhere = await rpc(client, "SendMessage", {"message": other_context})
+        unknown = message("x", referenceTaskIds=[str(uuid.uuid4())])
+        missing = await rpc(client, "SendMessage", {"message": unknown})
+        listed = (await client.get("/v1/tasks", params={"forked_from": first["id"]})).json()
+
+    assert sent["id"] not in (first["id"], None)
+    assert retried["id"] == sent["id"]
+    assert sent["contextId"] == first["contextId"]
+    assert sent["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert rest["forked_from"] == {"task_id": first["id"], "at": 2}
+    history = sent["history"]
+    assert [(m["role"], m.get("messageId")) for m in history][2] == ("ROLE_USER", "m-more")
+    # The referenced task's history comes first (an agent message's id names its task).
+    assert [(m["role"], m["parts"]) for m in history[:2]] == [
+        (m["role"], m["parts"]) for m in first["history"]
+    ]
+    assert history[0]["messageId"] == first["history"][0]["messageId"]
+    assert history[2]["parts"] == [{"text": "and in one word?"}]
+    assert history[3]["role"] == "ROLE_AGENT"
+    assert "and in one word?" in sent["artifacts"][0]["parts"][0]["text"]
+
+    assert restarted["contextId"] == first["contextId"]
+    assert "What is MCP?" in restarted["artifacts"][0]["parts"][0]["text"]
+    assert restarted["history"][0]["parts"][0]["text"] == "What is MCP?"
+
+    assert several["error"]["code"] == -32602
+    assert bad_position["error"]["code"] == -32602
+    assert "valid positions" in bad_position["error"]["message"]
+    assert elsewhere["error"]["code"] == -32602
+    assert missing["error"]["code"] == -32001
+    assert len(listed["tasks"]) == 2

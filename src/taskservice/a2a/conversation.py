@@ -51,6 +51,8 @@ class Message:
     task_id: str | None = None
     context_id: str | None = None
     metadata: dict[str, Any] | None = None
+    # Tasks it refers to: a new task continuing one of them is a fork of it.
+    reference_task_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

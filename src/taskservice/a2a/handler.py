@@ -35,6 +35,7 @@ from taskservice.a2a.shapes import ArtifactChunk, TaskUpdate, Update, View
 from taskservice.common.metrics import EVENT_STREAMS
 from taskservice.domain.agent_options import METADATA_KEYS
 from taskservice.domain.errors import Conflict, InvalidRequest
+from taskservice.domain.forks import ForkRequest
 from taskservice.domain.ids import encode_status_cursor
 from taskservice.domain.models import Delta, StatusQuery, Task, TaskEvent
 from taskservice.domain.requests import TaskRequest
@@ -138,6 +139,8 @@ class A2AHandler:
         key = message_key(request)
         options = {**request.metadata, **(message.metadata or {})}
         agent, model = options.get("agent"), options.get("model")
+        if message.reference_task_ids:
+            return await self._fork(request, given, key, options)
         try:
             new = TaskRequest(
                 tenant=self.tenant,
@@ -165,6 +168,52 @@ class A2AHandler:
         except InvalidRequest as exc:
             raise _in_metadata(exc) from None
         return (await self.service.submit(new)).task
+
+    async def _fork(
+        self, request: SendRequest, given: Any, key: str, options: Mapping[str, Any]
+    ) -> Task:
+        """A new message that refers to a task (`referenceTaskIds`) continues it: the
+        new task is a fork of it (`usecases/forks.py`), its history the referenced
+        task's, then this message; `metadata.fork_at` forks it from an earlier
+        position instead of its end. In the referenced task's context."""
+        message = request.message
+        if len(message.reference_task_ids) > 1:
+            raise A2AError(
+                Kind.INVALID_PARAMS,
+                violations=[
+                    (
+                        ("message", "referenceTaskIds"),
+                        "a new task continues one referenced task (it is a fork of it)",
+                    )
+                ],
+            )
+        source = await self.find(message.reference_task_ids[0])
+        if message.context_id is not None and message.context_id != context(source):
+            raise A2AError(
+                Kind.INVALID_PARAMS,
+                violations=[
+                    (("message", "contextId"), "is not the context of the referenced task")
+                ],
+            )
+        at = options.get("fork_at")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int)):
+            raise A2AError(
+                Kind.INVALID_PARAMS,
+                violations=[(("metadata", "fork_at"), "is a position: an integer")],
+            )
+        agent, model = options.get("agent"), options.get("model")
+        fork = ForkRequest(
+            tenant=self.tenant,
+            task_id=str(source.id),
+            at=at,
+            input=given,
+            agent=agent if isinstance(agent, str) else None,
+            model=model if isinstance(model, str) else None,
+            idempotency_key=key,  # a retried message finds the fork it made
+            message_key=key,  # its history shows the message under its id
+            webhooks=[webhook_request(request.push)] if request.push is not None else (),
+        )
+        return (await self.service.fork(fork)).task
 
     async def send(self, request: SendRequest) -> View:
         """The message's task; when the request waits, once the task is finished or

@@ -55,6 +55,9 @@ class MessageIn(Params):
     message_id: str = Field(alias="messageId", min_length=1, max_length=200)
     task_id: str | None = Field(default=None, alias="taskId")
     context_id: str | None = Field(default=None, alias="contextId", max_length=200)
+    reference_task_ids: list[str] | None = Field(
+        default=None, alias="referenceTaskIds", max_length=100
+    )
     metadata: dict[str, Any] | None = None
 
 
@@ -127,6 +130,7 @@ def send_request(raw: Any) -> SendRequest:
             task_id=message.task_id,
             context_id=message.context_id,
             metadata=message.metadata,
+            reference_task_ids=tuple(message.reference_task_ids or ()),
         ),
         wait=configuration.blocking,
         history_length=configuration.history_length,

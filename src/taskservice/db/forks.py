@@ -47,7 +47,7 @@ c AS (
 ),
 f AS (
     INSERT INTO task_followups (task_id, seq, input, key)
-    SELECT t.id, 1, :p_message, NULL FROM t WHERE :p_followups > 0
+    SELECT t.id, 1, :p_message, :p_key FROM t WHERE :p_followups > 0
     RETURNING 1
 ),
 e AS (
@@ -66,6 +66,7 @@ FROM t
     p_followups=Integer,
     p_calls=ARRAY(Text),
     p_message=JSONB,
+    p_key=Text,
     p_line=JSONB,
     p_followup=JSONB,
 )
@@ -98,6 +99,7 @@ async def copy_ledger(conn: asyncpg.Connection, task_id: uuid.UUID, fork: Fork) 
         "p_followups": int(followup),
         "p_calls": list(fork.calls),
         "p_message": fork.message if followup else None,
+        "p_key": fork.key,
         "p_line": _line(fork),
         "p_followup": {"seq": 1, "preview": fork.preview} if followup else None,
     }

@@ -54,6 +54,7 @@ class ForkRequest:
     timeout_seconds: float | None = None
     webhooks: Sequence[WebhookRequest] = ()
     idempotency_key: str | None = None
+    message_key: str | None = None  # the added message's, as its sender keys it
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,7 @@ class Fork:
     calls: tuple[str, ...] = ()
     message: Any = None
     preview: str = ""
+    key: str | None = None  # the message's sender's key (an A2A message's)
 
     def fingerprint(self) -> dict[str, Any]:
         """What an idempotency key holds a fork to, beside the task's fields."""
@@ -119,6 +121,7 @@ def check_at(
     message: Any,
     *,
     preview: str = "",
+    key: str | None = None,
 ) -> Fork:
     """The fork of `source` at `at` (None: the end of its ledger) adding `message`
     (None: none), or the 422 that says why not and which positions are valid."""
@@ -136,7 +139,15 @@ def check_at(
             messages=end,
         )
     calls = tuple(call for m in messages[:at] for call in _calls(m))
-    return Fork(source=source, at=at, ledger=end, calls=calls, message=message, preview=preview)
+    return Fork(
+        source=source,
+        at=at,
+        ledger=end,
+        calls=calls,
+        message=message,
+        preview=preview,
+        key=key,
+    )
 
 
 def _why(messages: Sequence[dict[str, Any]], at: int, *, with_message: bool) -> str:

@@ -40,6 +40,7 @@ def fork_submit(
         request.at,
         message,
         preview=preview(message) if message is not None else "",
+        key=request.message_key,
     )
     agent = request.agent or source.agent.profile
     same = agent == source.agent.profile
