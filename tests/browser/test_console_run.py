@@ -427,3 +427,67 @@ async def test_no_task_content_runs_as_script_on_the_page(
         assert await page.locator(".run img, .run script").count() == 0
         assert not [e for e in console.errors if "Content Security Policy" in e]
         assert console.errors == []
+
+
+async def test_a_run_is_forked_from_a_message_with_its_text_edited(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    """`edit & fork` on the prompt makes a new run with the edited text; `fork from
+    here` after the answered question makes one that does not ask it again; each
+    fork's page says what it was forked from, the source's lists its forks."""
+    async with serving(make_live, page) as live:
+        task = await submit(live.url, {"agent": "demo", "input": "ask me, take 1s"})
+        async with httpx.AsyncClient(base_url=live.url) as client:
+            asked = (await client.get(f"/v1/tasks/{task['id']}", params={"wait": 10})).json()
+            assert asked["state"] == "input_required"
+            answer = {"answer": "teal"}
+            response = await client.post(f"/v1/tasks/{task['id']}/input", json=answer)
+            assert response.status_code == 200, response.text
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(state(page)).to_have_text("completed", timeout=15_000)
+        bubbles = page.locator("#conversation .bubble")
+        await expect(bubbles).to_have_count(8)
+        # Between a tool call and its result there is nothing to offer.
+        await expect(bubbles.nth(3).locator(".fork-after")).to_have_count(0)
+
+        # After the answer to the question (#4): the question is not asked again.
+        await bubbles.nth(4).locator(".fork-after").click()
+        dialog = page.locator("dialog[open]")
+        await expect(dialog).to_contain_text("first 5 messages")
+        await dialog.get_by_role("button", name="Fork").click()
+        await expect(page.locator("#run-head .forked-from")).to_contain_text(task["id"])
+        await expect(page.locator("#run-head .forked-from")).to_contain_text("at #5")
+        await expect(state(page)).to_have_text("completed", timeout=15_000)
+        await expect(page.locator("#result")).to_contain_text("written in teal")
+        forked = page.url.rsplit("/", 1)[1]
+
+        # Edit the prompt: a fork at 0 with the new text, which asks again.
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(page.locator("#forks li")).to_have_count(1)
+        await expect(page.locator("#forks")).to_contain_text("at #5")
+        await bubbles.nth(0).locator(".fork-edit").click()
+        text = page.locator("dialog[open] textarea")
+        await expect(text).to_have_value("ask me, take 1s")
+        await text.fill("ask me again, in French, take 1s")
+        await screenshot(page, "console-run-fork", full_page=False, docs=True)
+        await text.fill(f"ask me again {XSS}, take 1s")
+        await page.locator("dialog[open]").get_by_role("button", name="Fork").click()
+        await expect(page.locator("#answer")).to_contain_text(QUESTION, timeout=15_000)
+        await expect(page.locator("#input")).to_contain_text("ask me again")
+        edited = page.url.rsplit("/", 1)[1]
+        assert edited not in (forked, task["id"])
+        stored_fork = await stored(live.url, edited)
+        assert stored_fork["forked_from"] == {"task_id": task["id"], "at": 0}
+
+        # The bar's Fork after the model's answer needs a message.
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(page.locator("#forks li")).to_have_count(2)
+        await page.locator("#fork").click()
+        dialog = page.locator("dialog[open]")
+        await expect(dialog).to_contain_text("your message (needed here)")
+        await dialog.get_by_role("button", name="Fork").click()
+        await expect(dialog.locator(".error")).to_contain_text("Write the message")
+        await dialog.locator("textarea").fill("and once more")
+        await dialog.get_by_role("button", name="Fork").click()
+        await expect(page.locator("#run-head .forked-from")).to_contain_text("at #8")
+        assert console.errors == []

@@ -8,7 +8,7 @@ import { Conversation } from "./run/conversation.jsx";
 import { RunControls } from "./run/controls.jsx";
 import { RunHead, RunIO } from "./run/head.jsx";
 import { useRun } from "./run/live.js";
-import { Deliveries, EventLog, Subtasks } from "./run/related.jsx";
+import { Deliveries, EventLog, Forks, Subtasks } from "./run/related.jsx";
 import { Calls, Timeline } from "./run/timeline.jsx";
 
 export function Run({ id }) {
@@ -28,16 +28,17 @@ export function Run({ id }) {
   return (
     <section class="run">
       <RunHead task={task} progress={run.progress} />
-      <RunControls task={task} onTask={(fresh) => fresh && run.setTask(fresh)} />
+      <RunControls task={task} messages={run.messages} onTask={(fresh) => fresh && run.setTask(fresh)} />
       <div class="run-columns">
         <div class="run-main">
           <RunIO task={task} />
-          <Conversation messages={run.messages} writing={run.writing} />
+          <Conversation task={task} messages={run.messages} writing={run.writing} />
         </div>
         <div class="run-side">
           <Timeline task={task} events={run.events} messages={run.messages} calls={run.calls} />
           <Calls calls={run.calls} />
           <Subtasks tree={run.subtasks} />
+          <Forks task={task} />
           <Deliveries deliveries={run.deliveries} urls={run.urls} onRedeliver={() => (deliveriesSoon || loadDeliveries)()} />
         </div>
       </div>

@@ -3,12 +3,12 @@
 import { useRef, useState } from "preact/hooks";
 import { api } from "../../api.js";
 import { ConfirmButton, TERMINAL } from "../../ui.jsx";
+import { ForkButton, forkNeeds } from "./fork.jsx";
 
-// The controls bar, for every state: fork, pause and approve buttons land in its
-// `.bar`, beside Cancel, each shown for the states it applies to (Cancel for the
-// states that are not terminal; a fork would be for the terminal ones too). The
-// forms below it (answer the questions, send a follow-up) take the page's width.
-export function RunControls({ task, onTask }) {
+// The controls bar, for every state: Cancel for the states that are not terminal,
+// Fork for every state (pause and approve land in its `.bar` too). The forms below it
+// (answer the questions, send a follow-up) take the page's width.
+export function RunControls({ task, messages, onTask }) {
   const terminal = TERMINAL.has(task.state);
   const asks = task.state === "input_required" && task.input_request?.kind === "questions";
   const follows = !terminal && !asks;
@@ -16,7 +16,16 @@ export function RunControls({ task, onTask }) {
     <section class="run-controls" id="run-controls">
       <div class="bar">
         {!terminal && <CancelButton task={task} onTask={onTask} />}
-        {/* fork / pause / approve: here */}
+        <ForkButton
+          task={task}
+          at={null}
+          id="fork"
+          label="Fork"
+          title="Fork this run from where it is"
+          needs={forkNeeds(messages.map((m) => m.message), messages.length) ?? "optional"}
+          explain="A new run begins with all of this run's conversation so far and goes on from there (to fork from an earlier step, use a message's fork from here)."
+        />
+        {/* pause / approve: here */}
       </div>
       {asks && <AnswerForm task={task} onTask={onTask} />}
       {follows && <FollowUp task={task} onTask={onTask} />}

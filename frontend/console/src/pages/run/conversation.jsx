@@ -1,6 +1,7 @@
 // The conversation with the model, part by part, and the answer as it is written.
 
 import { Content, dateTime } from "../../ui.jsx";
+import { MessageForks } from "./fork.jsx";
 
 // Tool arguments arrive as a JSON string or an object: shown as indented JSON.
 function asJson(value) {
@@ -53,7 +54,8 @@ function Part({ part }) {
   }
 }
 
-export function Conversation({ messages, writing }) {
+export function Conversation({ task, messages, writing }) {
+  const ledger = messages.map((m) => m.message);
   return (
     <section class="conversation">
       <h2>Conversation</h2>
@@ -65,6 +67,7 @@ export function Conversation({ messages, writing }) {
               <span class="muted"> · #{m.position} · attempt {m.attempt} · <time dateTime={m.created_at}>{dateTime(m.created_at)}</time></span>
             </header>
             {(m.message?.parts || []).map((part, i) => <Part part={part} key={i} />)}
+            <MessageForks task={task} messages={ledger} message={{ ...m.message, position: m.position }} />
           </article>
         ))}
         {!messages.length && !writing && <p class="muted none">No messages yet.</p>}

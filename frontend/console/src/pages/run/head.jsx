@@ -82,6 +82,17 @@ export function RunHead({ task, progress }) {
         {task.context_id && (
           <div><dt>context</dt><dd><a class="mono context" href={href(["runs"], { context_id: task.context_id })}>{task.context_id}</a></dd></div>
         )}
+        {task.forked_from && (
+          <div>
+            <dt>forked from</dt>
+            <dd class="forked-from">
+              {task.forked_from.task_id
+                ? <a class="mono" href={`#/runs/${task.forked_from.task_id}`} title={task.forked_from.task_id}>{task.forked_from.task_id}</a>
+                : <span class="muted">a deleted task</span>}
+              <span class="muted"> at #{task.forked_from.at}</span>
+            </dd>
+          </div>
+        )}
         {task.parent_id && (
           <div><dt>parent</dt><dd><a class="mono parent" href={`#/runs/${task.parent_id}`}>{task.parent_id}</a></dd></div>
         )}

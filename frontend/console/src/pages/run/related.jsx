@@ -1,17 +1,19 @@
-// Around the run: its subtask tree, its webhook deliveries, its raw event log.
+// Around the run: its subtask tree, its forks, its webhook deliveries, its raw event log.
 
-import { api } from "../../api.js";
+import { useEffect, useState } from "preact/hooks";
+import { api, query } from "../../api.js";
 import { Ago, ConfirmButton, Duration, StateBadge, dateTime, short, shortId } from "../../ui.jsx";
 
-function Tree({ nodes }) {
+function Tree({ nodes, at = false }) {
   return (
     <ul class="tree">
       {nodes.map(({ task, children }) => (
         <li key={task.id} data-task={task.id}>
           <StateBadge task={task} /> <a class="mono" href={`#/runs/${task.id}`} title={task.id}>{shortId(task.id)}</a>{" "}
+          {at && task.forked_from && <span class="muted">at #{task.forked_from.at} · </span>}
           <span class="muted">{task.agent.profile} · <Duration task={task} /></span>{" "}
           <span class="input">{short(task.input, 70)}</span>
-          {children.length > 0 && <Tree nodes={children} />}
+          {children.length > 0 && <Tree nodes={children} at={at} />}
         </li>
       ))}
     </ul>
@@ -24,6 +26,44 @@ export function Subtasks({ tree }) {
       <h2>Subtasks</h2>
       <div id="subtasks">
         {tree === null ? <p class="muted">Loading…</p> : tree.length ? <Tree nodes={tree} /> : <p class="muted">No subtasks.</p>}
+      </div>
+    </section>
+  );
+}
+
+const FORK_DEPTH = 3;
+
+// The forks of `id`, each with its own (to `FORK_DEPTH` levels).
+async function forkTree(id, depth = 1) {
+  const listed = await api.get(`/v1/tasks${query({ forked_from: id, limit: 50 })}`);
+  return Promise.all(listed.tasks.map(async (task) => ({
+    task,
+    children: depth < FORK_DEPTH ? await forkTree(task.id, depth + 1) : [],
+  })));
+}
+
+// Where this run came from and what was forked from it: the lineage, as a tree.
+export function Forks({ task }) {
+  const [tree, setTree] = useState(null);
+  useEffect(() => {
+    let current = true;
+    setTree(null);
+    forkTree(task.id).then((found) => current && setTree(found), () => current && setTree([]));
+    return () => {
+      current = false;
+    };
+  }, [task.id]);
+  return (
+    <section class="forks-section">
+      <h2>Forks</h2>
+      <div id="forks">
+        {tree === null ? (
+          <p class="muted">Loading…</p>
+        ) : tree.length ? (
+          <Tree nodes={tree} at />
+        ) : (
+          <p class="muted">No forks of this run.</p>
+        )}
       </div>
     </section>
   );
