@@ -324,3 +324,48 @@ async def test_a_fork_of_a_recovered_task_keeps_the_interrupted_call_failed(
             ("c2", "failed"),
             ("c3", "completed"),
         ]
+
+
+async def test_recorded_subtasks_are_history_and_a_fork_before_the_spawn_spawns_its_own(
+    make_client: ClientFactory,
+) -> None:
+    async with make_client(workers_enabled=True) as client:
+        task = (
+            await client.post("/v1/tasks", json={"agent": "demo", "input": "spawn 1, take 1s"})
+        ).json()
+        source = await until_state(client, task["id"], "completed", "failed")
+        assert source["state"] == "completed", source
+        messages = await _messages(client, source["id"])
+        spawn = next(
+            m["position"]
+            for m in messages
+            if any(p.get("tool_name") == "spawn_subtask" for p in m["message"]["parts"])
+        )
+        wait = next(
+            m["position"]
+            for m in messages
+            if any(p.get("tool_name") == "wait_for_subtasks" for p in m["message"]["parts"])
+        )
+
+        between = await _fork(client, source["id"], at=spawn + 2)
+        assert between.status_code == 422
+        assert "fork before the spawn" in between.json()["detail"]
+
+        after = (await _fork(client, source["id"], at=wait + 2)).json()
+        before = (await _fork(client, source["id"], at=spawn)).json()
+        for fork in (after, before):
+            done = await until_state(client, fork["id"], "completed", "failed")
+            assert done["state"] == "completed", done
+        children = {
+            fork["id"]: (await client.get("/v1/tasks", params={"parent_id": fork["id"]})).json()[
+                "tasks"
+            ]
+            for fork in (after, before)
+        }
+        source_children = (
+            await client.get("/v1/tasks", params={"parent_id": source["id"]})
+        ).json()["tasks"]
+    assert children[after["id"]] == []  # their outcomes are its history
+    assert len(children[before["id"]]) == 1  # spawned by the fork itself
+    assert len(source_children) == 1
+    assert "they ended completed" in done["result"]

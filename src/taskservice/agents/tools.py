@@ -20,6 +20,7 @@ from taskservice.domain.errors import DatabaseUnavailable, ServiceError
 from taskservice.domain.models import Task
 
 ASK_USER = "ask_user"
+SPAWN_SUBTASK = "spawn_subtask"
 WAIT_FOR_SUBTASKS = "wait_for_subtasks"
 ASK_AGENT = "ask_agent"
 WAITS_FOR_SUBTASKS = frozenset({WAIT_FOR_SUBTASKS, ASK_AGENT})  # park the run until they end

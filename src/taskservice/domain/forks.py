@@ -14,7 +14,12 @@ crash does. So `at` may be
   result, one that had not finished runs in the fork); earlier, the request after it
   carries the results, and a fork between a call and its result would have neither;
 - after a response that calls no tool (the model's answer), only with a message for
-  the model (`input`): without one the run would have nothing to do.
+  the model (`input`): without one the run would have nothing to do;
+- never where the copy would hold the spawn of subtasks (`spawn_subtask`'s recorded
+  result) without the wait that collects them (`wait_for_subtasks`): the fork has no
+  such subtasks to wait for. Before the spawn, the fork spawns its own; after the
+  wait, their outcomes are its history. (`ask_agent` spawns and collects in one call:
+  any boundary works.)
 
 A message (`input`) is added after the copied messages, as the user's next message:
 at 0 it is the fork's prompt; after a response it continues the conversation (which
@@ -33,6 +38,9 @@ from taskservice.domain.errors import InvalidRequest
 from taskservice.domain.webhooks import WebhookRequest
 
 _SHOWN = 12  # positions a 422's text names (the problem's `valid_positions` has all)
+# The built-in tools (`agents/tools.py`) that spawn subtasks and that collect them.
+SPAWN_SUBTASK = "spawn_subtask"
+WAIT_FOR_SUBTASKS = "wait_for_subtasks"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,23 +89,55 @@ def _is_response(message: dict[str, Any]) -> bool:
     return message.get("kind") == "response"
 
 
-def _calls(message: dict[str, Any]) -> list[str]:
-    """The tool call ids a response asks for."""
+def _call_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls a response asks for (none in a request)."""
     if not _is_response(message):
         return []
     return [
-        str(part.get("tool_call_id"))
+        part
         for part in message.get("parts", [])
         if isinstance(part, dict) and part.get("part_kind") == "tool-call"
     ]
+
+
+def _calls(message: dict[str, Any]) -> list[str]:
+    """The ids of the tool calls a response asks for."""
+    return [str(part.get("tool_call_id")) for part in _call_parts(message)]
+
+
+def _tools(message: dict[str, Any]) -> list[str]:
+    """The names of the tools a response calls."""
+    return [str(part.get("tool_name")) for part in _call_parts(message)]
+
+
+def _uncollected(messages: Sequence[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+    """The positions whose copy holds a spawn's result but not the result of the wait
+    that collects its subtasks: position → (the spawning message, the waiting one)."""
+    end = len(messages)
+    refused: dict[int, tuple[int, int]] = {}
+    for spawn, message in enumerate(messages):
+        if SPAWN_SUBTASK not in _tools(message):
+            continue
+        wait = next(
+            (j for j in range(spawn + 1, end) if WAIT_FOR_SUBTASKS in _tools(messages[j])), None
+        )
+        if wait is None:  # never waited for: nothing of them is in the history
+            continue
+        collected = wait + 2  # the copy holds the wait's result from there on
+        for at in range(spawn + 2, min(collected, end + 1)):
+            refused.setdefault(at, (spawn, wait))
+    return refused
 
 
 def positions(messages: Sequence[dict[str, Any]], *, with_message: bool) -> list[int]:
     """Every position a fork may take in `messages` (with a message added or not)."""
     end = len(messages)
     valid = [0]
+    refused = _uncollected(messages)
     for at in range(1, end + 1):
         before = messages[at - 1]
+        if at in refused:
+            continue
         if not _is_response(before):
             if not with_message:  # the model is asked again
                 valid.append(at)
@@ -154,6 +194,14 @@ def _why(messages: Sequence[dict[str, Any]], at: int, *, with_message: bool) -> 
     end = len(messages)
     if not 0 <= at <= end:
         return f"its ledger holds {end} messages (positions 0 to {end})"
+    split = _uncollected(messages).get(at)
+    if split is not None:
+        spawn, wait = split
+        return (
+            f"the subtasks message {spawn} spawned are collected by the wait of message "
+            f"{wait}, which the fork would not have: fork before the spawn (the fork then "
+            f"spawns its own) or after the wait's result (message {wait + 1})"
+        )
     before = messages[at - 1]
     if not _is_response(before):
         return (

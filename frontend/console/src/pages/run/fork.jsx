@@ -7,14 +7,30 @@ import { api } from "../../api.js";
 import { href, navigate } from "../../router.js";
 import { shortId } from "../../ui.jsx";
 
-const calls = (message) => message?.kind === "response" && (message.parts || []).some((p) => p.part_kind === "tool-call");
+const tools = (message) =>
+  message?.kind === "response" ? (message.parts || []).filter((p) => p.part_kind === "tool-call").map((p) => p.tool_name) : [];
+const calls = (message) => tools(message).length > 0;
+
+// Positions whose copy would hold a spawn of subtasks but not the wait collecting them.
+function uncollected(messages) {
+  const refused = new Set();
+  messages.forEach((message, spawn) => {
+    if (!tools(message).includes("spawn_subtask")) return;
+    const wait = messages.findIndex((m, j) => j > spawn && tools(m).includes("wait_for_subtasks"));
+    if (wait < 0) return;
+    for (let at = spawn + 2; at < Math.min(wait + 2, messages.length + 1); at += 1) refused.add(at);
+  });
+  return refused;
+}
 
 // Where a fork may be made in `messages` (ledger order), with a message added or not.
 export function forkPositions(messages, withMessage) {
   const end = messages.length;
   const valid = [0];
+  const refused = uncollected(messages);
   for (let at = 1; at <= end; at += 1) {
     const before = messages[at - 1];
+    if (refused.has(at)) continue;
     if (before.kind !== "response") {
       if (!withMessage) valid.push(at);
     } else if (calls(before)) {
