@@ -135,7 +135,9 @@ async def test_the_state_filter_pages_through_the_tenant_state_index_even_on_a_g
     `state = ANY($2)` then scanned the primary key backwards through every completed
     task (450 ms on a million tasks). The states are inlined, one ordered scan each."""
     await bulk(db, rows=300_000, every=20_000)
-    statement = list_statement(states, False, False, False, False, agent=False, cursor=False)
+    statement = list_statement(
+        states, False, False, False, False, agent=False, paused=None, cursor=False
+    )
     async with store.db.connection() as conn, conn.transaction():
         await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         plan = await conn.fetchval(

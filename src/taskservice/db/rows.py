@@ -55,6 +55,7 @@ def task_from_row(row: Row) -> Task:
         remote=row.get("remote"),
         forked_from=row.get("forked_from"),  # before migration 0022: none
         forked_at=row.get("forked_at"),
+        paused=row.get("paused"),  # before migration 0023: none
     )
 
 
@@ -93,4 +94,5 @@ def pending_task(new: NewTask, row: Row) -> Task:
         run_at=row["run_at"],
         delayed=row["delayed"],
         quiet=new.quiet,
+        paused=row.get("paused"),
     )

@@ -42,12 +42,27 @@ _FILTER_BINDS: dict[str, Any] = {
 }
 
 
+# A task held by a pause: the flag set, and not finished.
+_HELD = "paused IS NOT NULL AND state IN ('pending', 'running', 'input_required')"
+
+
 def _filters(
-    parent: bool, context: bool, after: bool, before: bool, agent: bool = False
+    parent: bool,
+    context: bool,
+    after: bool,
+    before: bool,
+    agent: bool = False,
+    paused: bool | None = None,
 ) -> list[str]:
     """A tenant's tasks, filtered (the conditions a page and its count share). The
-    agent profile's condition is the expression of `ix_tasks_tenant_agent_id`."""
+    agent profile's condition is the expression of `ix_tasks_tenant_agent_id`. Paused
+    means held now: a live task with the flag (a finished task keeps the flag it
+    ended with, and is not held); they are read from `ix_tasks_tenant_paused_id`
+    (inlined, so that a generic plan knows it), those not held are nearly every task
+    (read through the others)."""
     conditions = ["tenant = :tenant"]
+    if paused is not None:
+        conditions.append(f"({_HELD})" if paused else f"NOT ({_HELD})")
     if parent:
         conditions.append("parent_id = :parent_id")
     if context:
@@ -80,10 +95,11 @@ def list_statement(
     after: bool,
     before: bool,
     agent: bool,
+    paused: bool | None,
     cursor: bool,
 ) -> Statement:
     """Newest first, `:limit` of them, older than `:before_id` with a cursor."""
-    conditions = _filters(parent, context, after, before, agent)
+    conditions = _filters(parent, context, after, before, agent, paused)
     if cursor:
         conditions.append("id < :before_id")
     where = " AND ".join(conditions)
@@ -100,16 +116,24 @@ def list_statement(
 
 
 def count_query(
-    states: tuple[str, ...], parent: bool, context: bool, after: bool, before: bool, agent: bool
+    states: tuple[str, ...],
+    parent: bool,
+    context: bool,
+    after: bool,
+    before: bool,
+    agent: bool,
+    paused: bool | None,
 ) -> tuple[str, tuple[tuple[str, Any], ...]]:
-    conditions = _filters(parent, context, after, before, agent)
+    conditions = _filters(parent, context, after, before, agent, paused)
     if states:
         conditions.append(f"state IN ({', '.join(_state_literal(s) for s in states)})")
     from_where = f"FROM tasks WHERE {' AND '.join(conditions)}"
     return from_where, _binds(from_where)
 
 
-def shape(filter: TaskFilter) -> tuple[tuple[str, ...], bool, bool, bool, bool, bool]:
+def shape(
+    filter: TaskFilter,
+) -> tuple[tuple[str, ...], bool, bool, bool, bool, bool, bool | None]:
     return (
         tuple(sorted(s.value for s in filter.states)),
         filter.parent_id is not None,
@@ -117,6 +141,7 @@ def shape(filter: TaskFilter) -> tuple[tuple[str, ...], bool, bool, bool, bool, 
         filter.created_after is not None,
         filter.created_before is not None,
         filter.agent is not None,
+        filter.paused,
     )
 
 

@@ -23,6 +23,17 @@ class AgentOut(BaseModel):
     system_prompt: str
 
 
+class PausedOut(BaseModel):
+    by: str = Field(description="Who paused it: `key:<API key id>`, or `open` (open mode).")
+    at: datetime = Field(description="When it was paused.")
+    reason: str | None = None
+    scope: str = Field(
+        default="task",
+        description="`task`: paused alone; `agent`: held by its agent profile's brake "
+        "(`POST /v1/agents/{name}/pause`), let go when the brake is released.",
+    )
+
+
 class TaskOut(BaseModel):
     id: uuid.UUID
     state: TaskState
@@ -57,6 +68,14 @@ class TaskOut(BaseModel):
         default=None,
         description="Not started before this: the submission time unless it asked later.",
     )
+    paused: PausedOut | None = Field(
+        default=None,
+        description="Held, whatever its state (null: not paused): the claim never takes "
+        "a paused task, a running one gives its worker back, one waiting for input "
+        "waits on and, answered, runs only once resumed (`POST /v1/tasks/{id}/resume`). "
+        "A task that finished while paused (cancelled) keeps the pause it ended with; "
+        "`GET /v1/tasks?paused=true` lists only the tasks held now.",
+    )
 
     @classmethod
     def of(cls, task: Task) -> Self:
@@ -86,4 +105,5 @@ class TaskOut(BaseModel):
             followups_read=task.followups_read,
             priority=task.priority,
             run_at=task.run_at,
+            paused=PausedOut.model_validate(task.paused) if task.paused else None,
         )
