@@ -5,6 +5,7 @@ is recorded, then resumed from the ledger without repeating a finished call."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -21,7 +22,7 @@ from taskservice.db.pauses import PauseStore
 from taskservice.db.submits import create_many
 from taskservice.db.tasks import TaskStore, task_params
 from taskservice.domain.models import NewTask
-from tests.conftest import ClientFactory, wait_for
+from tests.conftest import ClientFactory, LiveFactory, wait_for
 from tests.integration.helpers import (
     QUICK_RECOVERY,
     SPEC,
@@ -497,6 +498,95 @@ async def test_a_run_whose_paused_notice_was_lost_is_given_back_by_the_heartbeat
         assert held["state"] == "running"
         assert held["lost_attempts"] == 0  # released, not expired
         await wait_for(lambda: _pool(client).running == 0, timeout=2)
+
+
+# -- A2A and MCP ---------------------------------------------------------------------
+
+
+async def test_a2a_and_mcp_show_a_paused_task_unfinished_saying_it_is_paused(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await submit(client)
+    await client.post(f"/v1/tasks/{task['id']}/pause", json={"reason": "checking the tool"})
+    a2a = await client.post(
+        "/a2a",
+        json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task["id"]}},
+        headers={"A2A-Version": "1.0"},
+    )
+    shown = a2a.json()["result"]
+    assert shown["status"]["state"] == "TASK_STATE_SUBMITTED"
+    [said] = shown["status"]["message"]["parts"]
+    assert said["text"].startswith("paused: paused by open (checking the tool)")
+    assert shown["metadata"]["taskservice"]["paused"]["reason"] == "checking the tool"
+    legacy = await client.post(
+        "/a2a",
+        json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}},
+    )
+    assert legacy.json()["result"]["status"]["state"] == "submitted"
+    assert "paused" in legacy.json()["result"]["status"]["message"]["parts"][0]["text"]
+
+    mcp = await client.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": task["id"]}},
+        headers={
+            "Host": "127.0.0.1",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        },
+    )
+    body = mcp.text
+    [line] = [x for x in body.splitlines() if x.startswith("data:")] or [f"data:{body}"]
+    result = json.loads(line[5:])["result"]
+    assert result["status"] == "working"
+    assert result["statusMessage"].startswith("paused: paused by open")
+
+    await client.post(f"/v1/tasks/{task['id']}/resume")
+    again = await client.post(
+        "/a2a",
+        json={"jsonrpc": "2.0", "id": 4, "method": "GetTask", "params": {"id": task["id"]}},
+        headers={"A2A-Version": "1.0"},
+    )
+    assert "message" not in again.json()["result"]["status"]
+    assert "paused" not in again.json()["result"]["metadata"]["taskservice"]
+
+
+async def test_an_a2a_subscription_hears_the_pause_and_the_resume(
+    make_live: LiveFactory,
+) -> None:
+    async with (
+        make_live() as live,
+        httpx.AsyncClient(base_url=live.url, timeout=20) as client,
+    ):
+        task = await submit(client)
+        body = {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "SubscribeToTask",
+            "params": {"id": task["id"]},
+        }
+        seen: list[dict[str, Any]] = []
+
+        async def subscribe() -> None:
+            async with client.stream(
+                "POST", "/a2a", json=body, headers={"A2A-Version": "1.0"}
+            ) as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        seen.append(json.loads(line[len("data: ") :])["result"])
+
+        subscription = asyncio.create_task(subscribe())
+        await wait_for(lambda: seen, timeout=10)
+        await client.post(f"/v1/tasks/{task['id']}/pause")
+        await wait_for(lambda: len(seen) >= 2, timeout=10)
+        await client.post(f"/v1/tasks/{task['id']}/resume")
+        await wait_for(lambda: len(seen) >= 3, timeout=10)
+        await client.post(f"/v1/tasks/{task['id']}/cancel")
+        await asyncio.wait_for(subscription, 10)
+    updates = [s["statusUpdate"]["status"] for s in seen[1:]]
+    assert "paused" in updates[0]["message"]["parts"][0]["text"]
+    assert updates[0]["state"] == "TASK_STATE_SUBMITTED"
+    assert "message" not in updates[1]
+    assert updates[-1]["state"] == "TASK_STATE_CANCELED"
 
 
 async def test_a_task_cancelled_while_paused_keeps_the_flag_but_is_not_listed_as_held(
