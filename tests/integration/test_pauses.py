@@ -599,3 +599,38 @@ async def test_a_task_cancelled_while_paused_keeps_the_flag_but_is_not_listed_as
     assert (await client.get("/v1/tasks", params={"paused": "true"})).json()["tasks"] == []
     others = (await client.get("/v1/tasks", params={"paused": "false"})).json()["tasks"]
     assert [t["id"] for t in others] == [task["id"]]
+
+
+async def test_a_task_resumed_before_its_tool_call_ended_runs_on_without_a_release(
+    make_client: ClientFactory,
+) -> None:
+    in_tool = asyncio.Event()
+    finish_tool = asyncio.Event()
+
+    async def slow(ctx: RunContext[Any]) -> str:
+        """Waits to be let go."""
+        in_tool.set()
+        await finish_tool.wait()
+        return "ok"
+
+    def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart("slow", {}, "s1")])
+        return ModelResponse(parts=[TextPart("went on")])
+
+    async with make_client(
+        models={"tooling": FunctionModel(play)},
+        tools={"slow": slow},
+        default_tools=["slow"],
+        workers_enabled=True,
+    ) as client:
+        task = await submit(client, model="tooling")
+        await asyncio.wait_for(in_tool.wait(), 10)
+        await client.post(f"/v1/tasks/{task['id']}/pause")
+        await client.post(f"/v1/tasks/{task['id']}/resume")
+        await asyncio.sleep(0.3)  # the notices heard
+        finish_tool.set()
+        done = await until_state(client, task["id"], "completed", "failed")
+        released = await events(client, task["id"], "released")
+    assert (done["state"], done["attempt"]) == ("completed", 1)
+    assert released == []

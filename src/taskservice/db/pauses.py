@@ -18,7 +18,7 @@ UPDATE then sees) and holds new writers until the brake commits (whose snapshots
 see its row). Task writes stall for as long as the brake's UPDATE takes, once per
 brake pulled or released: an operator's action, not a hot path. The lock waits
 `BRAKE_LOCK_TIMEOUT` at most (then the brake fails with nothing written, and may be
-pulled again).
+pulled again: a 409).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import asyncpg
 from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.types import Text
@@ -33,6 +34,7 @@ from sqlalchemy.types import Text
 from taskservice.db.eventlog import NEXT_SEQ, append_events
 from taskservice.db.rows import task_from_row
 from taskservice.db.sql import Database, Row, Statement, text_statement
+from taskservice.domain.errors import Conflict
 from taskservice.domain.models import Task
 
 LIVE = "state IN ('pending', 'running', 'input_required')"
@@ -137,6 +139,19 @@ _BRAKE_OF = text_statement(
 _LOCK = "LOCK TABLE tasks IN SHARE ROW EXCLUSIVE MODE"
 
 
+async def _lock_tasks(conn: Any) -> None:
+    """The brake's lock on tasks (see the module), waiting `BRAKE_LOCK_TIMEOUT` at
+    most: then a 409, the brake's transaction rolled back (nothing written)."""
+    await conn.execute(f"SET LOCAL lock_timeout = '{BRAKE_LOCK_TIMEOUT}'")
+    try:
+        await conn.execute(_LOCK)
+    except asyncpg.LockNotAvailableError:
+        raise Conflict(
+            f"the brake waited {BRAKE_LOCK_TIMEOUT} for the writes under way on tasks; "
+            "nothing changed: try again"
+        ) from None
+
+
 class PauseStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -191,8 +206,7 @@ class PauseStore:
                     if existing is None:  # released between the two: pull it again
                         continue
                     return existing, 0
-                await conn.execute(f"SET LOCAL lock_timeout = '{BRAKE_LOCK_TIMEOUT}'")
-                await conn.execute(_LOCK)
+                await _lock_tasks(conn)
                 swept = await conn.fetchval(_BRAKE.sql, *_BRAKE.args(params))
             return pulled, int(swept)
 
@@ -204,7 +218,6 @@ class PauseStore:
             released = await conn.fetchrow(_LET_GO.sql, *_LET_GO.args(params))
             if released is None:
                 return None
-            await conn.execute(f"SET LOCAL lock_timeout = '{BRAKE_LOCK_TIMEOUT}'")
-            await conn.execute(_LOCK)
+            await _lock_tasks(conn)
             swept = await conn.fetchval(_RELEASE_BRAKE.sql, *_RELEASE_BRAKE.args(params))
         return released, int(swept)

@@ -307,12 +307,24 @@ class RunLedger(RunHooks):
         self.pausing = True
         self._stop = stop
         if not self._in_flight:
+            self._stopping()
+
+    def unpause(self) -> None:
+        """The task was resumed before its run stopped (a tool call still in
+        flight): the run goes on as if it had not been paused."""
+        if self.pausing and self._stop is not None:
+            self.pausing = False
+            self._stop = None
+
+    def _stopping(self) -> None:
+        stop, self._stop = self._stop, None  # once: from now on the run is stopping
+        if stop is not None:
             stop()
 
     def _settled(self, call_id: str) -> None:
         self._in_flight.discard(call_id)
-        if self._stop is not None and not self._in_flight:
-            self._stop()
+        if not self._in_flight:
+            self._stopping()
 
     # -- RunHooks ---------------------------------------------------------------
 

@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 _FOLLOWUP = "followup"
 # A task was paused: its run here, if any, stops and gives it back.
 _PAUSED = "paused"
+_RESUMED = "resumed"
 # Events after which a task may be claimable: wake the claim loop.
 _WAKE_TYPES = frozenset({"recovered", "released", "resumed"})
 _WAKE_TARGETS = frozenset({TaskState.PENDING.value, TaskState.RUNNING.value})
@@ -121,6 +122,8 @@ class WorkerPool:
         # wait on the network, and take no worker slot.
         self._delegations: set[uuid.UUID] = set()
         self._ledgers: dict[uuid.UUID, RunLedger] = {}
+        # Runs paused before their ledger was made: paused as soon as it is.
+        self._paused_early: set[uuid.UUID] = set()
         self._leases: dict[uuid.UUID, Lease] = {}
         # Runs writing their outcome: the fenced write decides whether it still
         # counts, so a cancellation or a lost-lease report must not interrupt what
@@ -207,6 +210,11 @@ class WorkerPool:
         if notice.type == _PAUSED:
             self._on_paused({notice.task_id})
             return
+        if notice.type == _RESUMED:
+            self._paused_early.discard(notice.task_id)
+            ledger = self._ledgers.get(notice.task_id)
+            if ledger is not None:
+                ledger.unpause()
         if notice.type in _WAKE_TYPES or (
             notice.type == "state_change" and notice.target in _WAKE_TARGETS
         ):
@@ -225,8 +233,12 @@ class WorkerPool:
     def _on_paused(self, paused: set[uuid.UUID]) -> None:
         """Tasks paused: their runs here stop once no tool call is in flight."""
         for task_id in paused:
+            if task_id not in self._runs:
+                continue
             ledger = self._ledgers.get(task_id)
-            if ledger is not None and not ledger.pausing:
+            if ledger is None:
+                self._paused_early.add(task_id)
+            elif not ledger.pausing:
                 log.info("task %s: paused; its run stops and gives it back", task_id)
                 ledger.pause(functools.partial(self._stop_paused, task_id))
 
@@ -320,6 +332,9 @@ class WorkerPool:
                 lease,
                 patience=self.settings.outcome_retry_seconds,
             )
+            if task.id in self._paused_early:  # paused as it was being claimed
+                self._paused_early.discard(task.id)
+                self._on_paused({task.id})
             while True:
                 outcome = await self._run_agent(task, ledger, deadline)
                 if isinstance(outcome, WaitsForBudget):
@@ -364,6 +379,7 @@ class WorkerPool:
             self._delegations.discard(task.id)
             self._leases.pop(task.id, None)
             self._ledgers.pop(task.id, None)
+            self._paused_early.discard(task.id)
             # A slot is free. Under a tenant cap a finished run may also have made
             # that tenant's next task claimable, which no notice announces.
             if self.settings.tenant_max_running is None:
