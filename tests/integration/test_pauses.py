@@ -197,6 +197,17 @@ async def count(ctx: RunContext[Any], step: int) -> str:
     return f"counted step {step}"
 
 
+def one_call_then(call: ToolCallPart, answer: str) -> FunctionModel:
+    """A model that makes one tool call, then answers."""
+
+    def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart(answer)])
+
+    return FunctionModel(play)
+
+
 def _pool(client: httpx.AsyncClient) -> Any:
     return client.app.state.runtime.pool  # type: ignore[attr-defined]
 
@@ -284,13 +295,8 @@ async def test_a_task_paused_mid_tool_call_lets_the_call_finish_and_be_recorded_
         await finish_tool.wait()
         return f"slowly counted {step}"
 
-    def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if not any(isinstance(m, ModelResponse) for m in messages):
-            return ModelResponse(parts=[ToolCallPart("slow_count", {"step": 7}, "s1")])
-        return ModelResponse(parts=[TextPart("finished")])
-
     async with make_client(
-        models={"tooling": FunctionModel(play)},
+        models={"tooling": one_call_then(ToolCallPart("slow_count", {"step": 7}, "s1"), "done")},
         tools={"slow_count": slow_count},
         default_tools=["slow_count"],
         workers_enabled=True,
@@ -613,13 +619,8 @@ async def test_a_task_resumed_before_its_tool_call_ended_runs_on_without_a_relea
         await finish_tool.wait()
         return "ok"
 
-    def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if not any(isinstance(m, ModelResponse) for m in messages):
-            return ModelResponse(parts=[ToolCallPart("slow", {}, "s1")])
-        return ModelResponse(parts=[TextPart("went on")])
-
     async with make_client(
-        models={"tooling": FunctionModel(play)},
+        models={"tooling": one_call_then(ToolCallPart("slow", {}, "s1"), "went on")},
         tools={"slow": slow},
         default_tools=["slow"],
         workers_enabled=True,
