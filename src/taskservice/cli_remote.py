@@ -1,9 +1,9 @@
 """The `taskservice` verbs that talk to a running service over HTTP, through the
 Python client (`taskservice.client`): `submit [--follow]`, `fork ID [--at N]
-[--follow]` and `tasks list | get | cancel | input`. `--follow` exits with the
-task's final state (`EXIT_CODES`);
-an unreachable service is exit code 4, a request the service refused (its problem
-printed as `error: …`) 5, and Ctrl-C 130, saying that the task goes on."""
+[--follow]`, `tasks list | get | cancel | pause | resume | input` and `agents list |
+pause | resume` (the brake). `--follow` exits with the task's final state
+(`EXIT_CODES`); an unreachable service is exit code 4, a request the service refused
+(its problem printed as `error: …`) 5, and Ctrl-C 130, saying that the task goes on."""
 
 from __future__ import annotations
 
@@ -144,20 +144,36 @@ async def _followed(client: Any, args: argparse.Namespace, task: dict[str, Any],
 
 async def _tasks(client: Any, args: argparse.Namespace) -> int:
     if args.tasks_command == "list":
+        paused = {"yes": "true", "no": "false"}.get(args.paused or "")
         _print(
             await client.list(
                 state=args.state,
                 context_id=args.context_id,
                 forked_from=args.forked_from,
                 limit=args.limit,
+                paused=paused,
             )
         )
     elif args.tasks_command == "get":
         _print(await client.get(args.id, wait=args.wait))
     elif args.tasks_command == "cancel":
         _print(await client.cancel(args.id, reason=args.reason))
+    elif args.tasks_command == "pause":
+        _print(await client.pause(args.id, reason=args.reason))
+    elif args.tasks_command == "resume":
+        _print(await client.resume(args.id))
     else:
         _print(await client.provide_input(args.id, answer=args.answer))
+    return 0
+
+
+async def _agents(client: Any, args: argparse.Namespace) -> int:
+    if args.agents_command == "list":
+        _print(await client.agents())
+    elif args.agents_command == "pause":
+        _print(await client.pause_agent(args.name, reason=args.reason))
+    else:
+        _print(await client.resume_agent(args.name))
     return 0
 
 
@@ -201,7 +217,9 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     _add_remote(fork)
     fork.set_defaults(func=_remote(_fork))
 
-    tasks = sub.add_parser("tasks", help="list, get, cancel or answer tasks (over HTTP)")
+    tasks = sub.add_parser(
+        "tasks", help="list, get, cancel, pause, resume or answer tasks (over HTTP)"
+    )
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
     listing = tasks_sub.add_parser("list", help="the newest tasks, as JSON")
     listing.add_argument(
@@ -211,6 +229,9 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     listing.add_argument("--forked-from", help="only the forks of this task")
     listing.add_argument(
         "--limit", type=int, help="at most this many (default: the service's page size)"
+    )
+    listing.add_argument(
+        "--paused", choices=("yes", "no"), help="only paused tasks (yes), or none of them (no)"
     )
     get = tasks_sub.add_parser("get", help="one task, as JSON")
     get.add_argument("id", help="the task's id")
@@ -222,9 +243,32 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     cancel = tasks_sub.add_parser("cancel", help="cancel a task (and its subtasks)")
     cancel.add_argument("id", help="the task's id")
     cancel.add_argument("--reason", help="kept with the task")
+    pause = tasks_sub.add_parser(
+        "pause", help="pause a task: not run until resumed (a running one stops, keeping its work)"
+    )
+    pause.add_argument("id", help="the task's id")
+    pause.add_argument("--reason", help="kept with the task")
+    resume = tasks_sub.add_parser("resume", help="resume a paused task from where it stopped")
+    resume.add_argument("id", help="the task's id")
     answer = tasks_sub.add_parser("input", help="answer a task waiting for input")
     answer.add_argument("id", help="the task's id")
     answer.add_argument("answer", help="the answer, as text")
-    for command in (listing, get, cancel, answer):
+    for command in (listing, get, cancel, pause, resume, answer):
         _add_remote(command)
     tasks.set_defaults(func=_remote(_tasks))
+
+    agents = sub.add_parser(
+        "agents", help="list agent profiles; pause or resume all of a profile's tasks (over HTTP)"
+    )
+    agents_sub = agents.add_subparsers(dest="agents_command", required=True)
+    agents_list = agents_sub.add_parser("list", help="the agent profiles and their brakes, as JSON")
+    brake = agents_sub.add_parser(
+        "pause", help="the brake: pause every task of a profile and hold new ones"
+    )
+    brake.add_argument("name", help="the agent profile")
+    brake.add_argument("--reason", help="kept with the brake and its tasks")
+    release = agents_sub.add_parser("resume", help="release the brake: resume the tasks it paused")
+    release.add_argument("name", help="the agent profile")
+    for command in (agents_list, brake, release):
+        _add_remote(command)
+    agents.set_defaults(func=_remote(_agents))

@@ -17,6 +17,7 @@ Errors are raised as `TaskServiceError` carrying the problem document.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import time
 from collections.abc import AsyncIterator
@@ -152,6 +153,36 @@ class TaskClient:
         body = {"reason": reason} if reason else None
         task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/cancel", json=body)
         return task
+
+    async def pause(self, task_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        """Hold the task (its `paused` field says who, when, why): not claimed while
+        paused; a running one gives its worker back. A no-op on a paused task."""
+        body = {"reason": reason} if reason else None
+        task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/pause", json=body)
+        return task
+
+    async def resume(self, task_id: str) -> dict[str, Any]:
+        """Let a paused task go: its run goes on from its ledger. A no-op otherwise."""
+        task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/resume")
+        return task
+
+    async def agents(self) -> builtins.list[dict[str, Any]]:
+        """The agent profiles, each with its brake for this tenant (`paused`)."""
+        listed: dict[str, Any] = await self._call("GET", "/v1/agents")
+        agents: builtins.list[dict[str, Any]] = listed["agents"]
+        return agents
+
+    async def pause_agent(self, name: str, *, reason: str | None = None) -> dict[str, Any]:
+        """The operators' brake: pause every task of the agent profile, and hold the
+        tasks submitted to it, until `resume_agent`."""
+        body = {"reason": reason} if reason else None
+        change: dict[str, Any] = await self._call("POST", f"/v1/agents/{name}/pause", json=body)
+        return change
+
+    async def resume_agent(self, name: str) -> dict[str, Any]:
+        """Release the brake: the tasks it paused are resumed (not those paused alone)."""
+        change: dict[str, Any] = await self._call("POST", f"/v1/agents/{name}/resume")
+        return change
 
     async def provide_input(
         self,

@@ -87,7 +87,7 @@ def test_the_readme_demo_shows_every_state_as_written(
     tmp_path: Path, database_url: str, db: object
 ) -> None:
     lines = run_region("demo", database_url, tmp_path).splitlines()
-    counted = [line.split(maxsplit=1) for line in lines[:-6]]
+    counted = [line.split(maxsplit=1) for line in lines[:-10]]
     kinds = [(kind, int(n)) for n, kind in counted]
     assert [kind for kind, _ in kinds] == [
         "event: state_change",
@@ -96,7 +96,7 @@ def test_the_readme_demo_shows_every_state_as_written(
         "event: state_change",
     ], lines
     assert kinds[2][1] >= 10  # the answer came in many pieces
-    cancelled, waiting, answered, completed, fork, children = map(json.loads, lines[-6:])
+    cancelled, waiting, answered, completed, fork, children = map(json.loads, lines[-10:-4])
     assert (cancelled["state"], cancelled["cancel_reason"]) == ("cancelled", "enough")
     assert waiting["state"] == "input_required"
     assert waiting["input_request"]["questions"][0]["question"] == QUESTION
@@ -107,3 +107,8 @@ def test_the_readme_demo_shows_every_state_as_written(
     assert (fork["state"], fork["attempt"]) == ("completed", 2)  # asked, answered
     assert "written in plum" in fork["result"]
     assert [t["state"] for t in children["tasks"]] == ["completed", "completed"]
+    paused, listed, resumed, finished = map(json.loads, lines[-4:])
+    assert (paused["state"], paused["paused"]["reason"]) == ("running", "a look first")
+    assert [t["id"] for t in listed["tasks"]] == [paused["id"]]
+    assert resumed["paused"] is None
+    assert finished["state"] == "completed"

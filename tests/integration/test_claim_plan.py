@@ -41,12 +41,21 @@ SELECT gen_random_uuid(), 'default', '"hi"', '{"profile": "default"}', '{}',
        now(), now(), now(), now()
 FROM generate_series(1, 4000) AS n
 """
+_FILL_PAUSED = """
+INSERT INTO tasks (id, tenant, input, agent, metadata, state, max_attempts,
+                   created_at, updated_at, status_at, run_at, paused)
+SELECT gen_random_uuid(), 'default', '"hi"', '{"profile": "default"}', '{}',
+       CASE WHEN n <= 2005 THEN 'pending' ELSE 'completed' END, 3,
+       now(), now(), now(), now() - make_interval(secs => n),
+       CASE WHEN n > 5 AND n <= 2005 THEN '{"by": "test", "scope": "task"}'::jsonb END
+FROM generate_series(1, 4000) AS n
+"""
 _CLAIM_ARGS = "NULL, 100, 'plan-test', interval '30 seconds'"  # no cap, limit, owner, lease
 
 
-async def _explained_custom(raw: Any) -> Any:
+async def _explained_custom(raw: Any, fill: str = _FILL) -> Any:
     """The claim planned for its parameters, on the filled and analysed table."""
-    await raw.execute(_FILL)
+    await raw.execute(fill)
     await raw.execute("ANALYZE tasks")
     params = {
         "p_cap": None,
@@ -153,3 +162,22 @@ async def test_a_fenced_write_finds_its_task_by_key_however_many_run(db: AsyncEn
     assert finish["Actual Rows"] == 1
     scans = [n for n in _nodes(finish)[1:] if n.get("Relation Name") == "tasks"]
     assert [(n["Node Type"], n.get("Index Name")) for n in scans] == [("Index Scan", "pk_tasks")]
+
+
+async def test_a_claim_reads_no_paused_task(db: AsyncEngine) -> None:
+    """Paused tasks are out of the claim index: 2,000 paused pending tasks, older than
+    the 5 that are not (first in claim order, were they claimable), cost a claim
+    nothing: every read of tasks it makes is of the 5 it takes."""
+    async with db.connect() as conn:
+        raw = (await conn.get_raw_connection()).driver_connection
+        assert raw is not None
+        explained = await _explained_custom(raw, _FILL_PAUSED)
+        await raw.execute("TRUNCATE tasks CASCADE")
+    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
+    [claim] = [n for n in _nodes(plan) if n.get("Operation") == "Update"]
+    assert claim["Actual Rows"] == 5
+    scans = [n for n in _nodes(plan) if n.get("Relation Name") == "tasks"]
+    assert "ix_tasks_claimable" in {n.get("Index Name") for n in scans}
+    assert all(n["Node Type"] != "Seq Scan" for n in _nodes(plan))
+    # No scan reads a paused task (the loose scan of tenants reads a row a step).
+    assert all(n["Actual Rows"] <= 5 for n in scans), scans

@@ -93,6 +93,40 @@ async def test_the_client_verbs(make_live: LiveFactory) -> None:
         assert missing.value.status == 404
 
 
+async def test_pause_and_resume_from_the_client_and_the_command(make_live: LiveFactory) -> None:
+    """Nothing runs (no workers): the verbs' requests and answers."""
+    async with make_live() as live, TaskClient(live.url) as client:
+        task = await client.submit("hold me")
+        paused = await client.pause(task["id"], reason="wait")
+        assert paused["paused"]["reason"] == "wait"
+        listed = await client.list(paused="true")
+        assert [t["id"] for t in listed["tasks"]] == [task["id"]]
+        assert (await client.resume(task["id"]))["paused"] is None
+
+        code, out, err = await run_cli(live.url, "tasks", "pause", task["id"], "--reason", "cli")
+        assert code == 0, err
+        assert json.loads(out)["paused"]["reason"] == "cli"
+        code, out, _ = await run_cli(live.url, "tasks", "list", "--paused", "yes")
+        assert [t["id"] for t in json.loads(out)["tasks"]] == [task["id"]]
+        code, out, _ = await run_cli(live.url, "tasks", "resume", task["id"])
+        assert (code, json.loads(out)["paused"]) == (0, None)
+
+        braked = await client.pause_agent("default", reason="flaky model")
+        assert braked["paused"]["reason"] == "flaky model"
+        assert braked["tasks"] == 1
+        [default] = [a for a in await client.agents() if a["name"] == "default"]
+        assert default["paused"]["reason"] == "flaky model"
+        assert (await client.resume_agent("default"))["tasks"] == 1
+        code, out, err = await run_cli(live.url, "agents", "pause", "demo", "--reason", "r")
+        assert code == 0, err
+        assert json.loads(out)["paused"]["reason"] == "r"
+        code, out, _ = await run_cli(live.url, "agents", "resume", "demo")
+        assert json.loads(out) == {"name": "demo", "paused": None, "tasks": 0}
+        code, _, err = await run_cli(live.url, "agents", "pause", "nobody")
+        assert code == EXIT_REFUSED
+        assert "404" in err
+
+
 async def test_the_stream_resumes_by_itself_after_dropped_connections(
     make_live: LiveFactory,
 ) -> None:

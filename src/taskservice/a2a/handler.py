@@ -37,7 +37,7 @@ from taskservice.domain.agent_options import METADATA_KEYS
 from taskservice.domain.errors import Conflict, InvalidRequest
 from taskservice.domain.forks import ForkRequest
 from taskservice.domain.ids import encode_status_cursor
-from taskservice.domain.models import Delta, StatusQuery, Task, TaskEvent
+from taskservice.domain.models import Delta, EventType, StatusQuery, Task, TaskEvent
 from taskservice.domain.requests import TaskRequest
 from taskservice.domain.states import TaskState
 from taskservice.following.follower import moved_to
@@ -46,6 +46,8 @@ from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.subscriptions import WebhookService
 from taskservice.usecases.tasks import TaskService
 
+# Events that change what a status says without a change of state: a pause.
+_HOLDS = frozenset({EventType.PAUSED.value, EventType.RESUMED.value})
 _CONTEXTS = uuid.UUID("5b0c2f0e-8d55-4b8a-9a57-3f6d2f1a2a00")  # names made-up contexts
 
 
@@ -311,6 +313,13 @@ class A2AHandler:
                         message = (change.attempt, change.position)
                         yield ArtifactChunk(task, change.text, append=message == chunks)
                         chunks = message
+                        continue
+                    if isinstance(change, TaskEvent) and change.type in _HOLDS:
+                        # Paused or resumed: the same state, said again with (or
+                        # without) the status message saying it is paused.
+                        current = await self.find(str(task.id))
+                        if not current.state.is_terminal:
+                            yield TaskUpdate(current, current.state)
                         continue
                     state = moved_to(change) if isinstance(change, TaskEvent) else None
                     if state is None:

@@ -58,15 +58,20 @@ def ends_stream(state: TaskState) -> bool:
 
 def agent_says(update: TaskUpdate) -> Message | None:
     """The status message of a task in the state it is in now: the question it waits
-    on, or the error it failed with."""
+    on, the error it failed with, or that it is paused (and, waiting, what for)."""
     task = update.task
     if update.state is not task.state:
         return None
+    paused = task.pause_note
     if task.state is TaskState.INPUT_REQUIRED:
         questions = [str(q.get("question") or "") for q in task.questions]
         text = "\n".join(questions) if questions else "waiting for its subtasks"
+        if paused:
+            text = f"{text}\n({paused})"
     elif task.state is TaskState.FAILED and task.error:
         text = str(task.error.get("message", task.error))
+    elif paused:
+        text = paused
     else:
         return None
     return Message(
@@ -76,6 +81,15 @@ def agent_says(update: TaskUpdate) -> Message | None:
         task_id=str(task.id),
         context_id=context(task),
     )
+
+
+def own_metadata(task: Task) -> dict[str, Any]:
+    """What a task's `metadata.taskservice` holds: its own state, and its pause (who,
+    when, why) while it is paused."""
+    ours: dict[str, Any] = {"state": task.state.value}
+    if task.paused is not None:
+        ours["paused"] = task.paused
+    return ours
 
 
 def result_parts(task: Task) -> list[Part]:

@@ -28,6 +28,7 @@ from taskservice.a2a.shapes import (
     Update,
     View,
     agent_says,
+    own_metadata,
     params,
     result_parts,
 )
@@ -194,7 +195,7 @@ def task(view: View) -> dict[str, Any]:
         "id": str(t.id),
         "contextId": context(t),
         "status": status(TaskUpdate(t, t.state)),
-        "metadata": {**t.metadata, "taskservice": {"state": t.state.value}},
+        "metadata": {**t.metadata, "taskservice": own_metadata(t)},
     }
     if t.state is TaskState.COMPLETED:
         out["artifacts"] = [artifact(t)]

@@ -21,6 +21,7 @@ from taskservice.a2a.shapes import (
     Update,
     View,
     agent_says,
+    own_metadata,
     params,
     result_parts,
 )
@@ -239,7 +240,7 @@ def task(view: View, *, artifacts: bool = True) -> dict[str, Any]:
         "id": str(t.id),
         "contextId": context(t),
         "status": status(TaskUpdate(t, t.state)),
-        "metadata": {**t.metadata, "taskservice": {"state": t.state.value}},
+        "metadata": {**t.metadata, "taskservice": own_metadata(t)},
     }
     if artifacts and t.state is TaskState.COMPLETED:
         out["artifacts"] = [artifact(t)]

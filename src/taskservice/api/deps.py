@@ -106,6 +106,11 @@ class CallerContext:
         return await self.runtime.auth.still_valid(self.key_id)
 
 
+def paused_by(caller: CallerContext) -> str:
+    """Who a pause or resume names (`by`): the caller's API key, or open mode."""
+    return f"key:{caller.key_id}" if caller.key_id is not None else "open"
+
+
 # Dependencies are `async def` on purpose: FastAPI runs plain `def` ones in a thread
 # pool, a thread hop per request.
 async def get_runtime(request: Request) -> Runtime:

@@ -346,6 +346,34 @@ class CancelRequest(Request):
     reason: str | None = Field(default=None, max_length=2_000)
 
 
+class PauseRequest(Request):
+    reason: str | None = Field(
+        default=None, max_length=2_000, description="Why: shown on the task and its event."
+    )
+
+
+class BrakeOut(BaseModel):
+    """An agent profile held for the tenant by the operators' brake."""
+
+    by: str = Field(description="Who pulled it: `key:<API key id>`, or `open` (open mode).")
+    at: datetime
+    reason: str | None = None
+
+
+class BrakeChange(BaseModel):
+    """An agent profile's brake pulled or released."""
+
+    name: str
+    paused: BrakeOut | None = Field(
+        description="The brake now (null: released): the profile's tasks are held while "
+        "it is on, and a task submitted to it is created paused."
+    )
+    tasks: int = Field(
+        description="How many tasks this request paused (pulled) or resumed (released): "
+        "0 when the brake was already in that position."
+    )
+
+
 class TaskCreated(TaskOut):
     webhooks: list[WebhookWithSecret] = Field(
         default_factory=list,
@@ -448,6 +476,11 @@ class ProfileOut(BaseModel):
     tools: list[str]
     request_limit: int
     output: str
+    paused: BrakeOut | None = Field(
+        default=None,
+        description="The operators' brake on this profile for the tenant (null: none): "
+        "`POST /v1/agents/{name}/pause` and `/resume`.",
+    )
 
 
 class ProfileList(BaseModel):

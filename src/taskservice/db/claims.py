@@ -22,7 +22,7 @@ def _claimable(alias: str = "") -> str:
     """Must match the predicate of the ix_tasks_claimable index."""
     p = f"{alias}." if alias else ""
     return (
-        f"(NOT {p}delayed AND ({p}state = 'pending'"
+        f"(NOT {p}delayed AND {p}paused IS NULL AND ({p}state = 'pending'"
         f" OR ({p}state = 'running' AND {p}lease_owner IS NULL)))"
     )
 
@@ -34,7 +34,8 @@ def _claimable(alias: str = "") -> str:
 # skipping rows other claimers hold — a tenant with a deep backlog gets its share
 # like everyone else, whatever the priorities within it. A claim may return fewer
 # than :p_limit while work remains (a tenant had less than its share): the pool
-# claims again. Tasks submitted for later are out of it until their time (`delayed`).
+# claims again. Tasks submitted for later are out of it until their time (`delayed`),
+# paused tasks until they are resumed (`paused`: `db/pauses.py`).
 # Pending tasks become running; running tasks without an owner (input arrived, or
 # a lease expired, throttled and due) are taken over. Attempt grows. A throttled
 # task's reserved model request slot (`paid_slot`) goes to the run that claims it,

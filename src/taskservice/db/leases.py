@@ -38,14 +38,15 @@ from taskservice.domain.models import Lease, Task
 HELD = "id = :p_id AND state || '' = 'running' AND lease_owner = :p_owner AND attempt = :p_attempt"
 
 
-# Renew every lease this worker holds in one statement; returns those still held.
+# Renew every lease this worker holds in one statement; returns those still held, and
+# whether each is paused (the backstop of the `paused` notice: `worker/pool.py`).
 _HEARTBEAT = Statement(
     text("""
 UPDATE tasks SET lease_expires_at = now() + :p_lease
 FROM unnest(CAST(:p_ids AS uuid[]), CAST(:p_attempts AS integer[])) AS held(id, attempt)
 WHERE tasks.id = held.id AND tasks.attempt = held.attempt
   AND tasks.state = 'running' AND tasks.lease_owner = :p_owner
-RETURNING tasks.id
+RETURNING tasks.id, tasks.paused IS NOT NULL AS paused
 """).bindparams(bindparam("p_lease", type_=Interval), bindparam("p_owner", type_=Text))
 )
 
@@ -56,13 +57,17 @@ def _owner_released(
     where: str,
     recheck: str,
     extra: str = "",
+    more: str = "",
     line: str | None = None,
     lost: bool = False,
 ) -> str:
     """Leave running tasks ownerless, so that any worker may claim them now; with a
     `log` line (a warning saying `line`, SQL over `t`) before the event if given;
-    `lost`: the lease expired, which costs the task an attempt."""
+    `lost`: the lease expired, which costs the task an attempt. The event's data:
+    worker, attempt, then the pairs `extra`, merged with the JSON object `more`."""
     event_data = f"jsonb_build_object('worker', t.lost_owner, 'attempt', t.attempt{extra})"
+    if more:
+        event_data += f" || {more}"
     lost_attempt = "lost_attempts = tasks.lost_attempts + 1, " if lost else ""
     if line is None:
         event = append_events(type=f"'{event_type}'", data=event_data)
@@ -96,6 +101,9 @@ _RELEASE = Statement(
             where=HELD,
             recheck="tasks.lease_owner = :p_owner AND tasks.attempt = :p_attempt",
             extra=", 'reason', :p_reason",
+            # A paused run's time so far: the run that resumes it gets what is left of
+            # its timeout (`worker/pool.py`).
+            more="jsonb_strip_nulls(jsonb_build_object('ran_seconds', :p_ran))",
         )
     ).bindparams(
         bindparam("p_id", type_=UUID(as_uuid=True)),
@@ -103,6 +111,7 @@ _RELEASE = Statement(
         bindparam("p_attempt", type_=Integer),
         bindparam("p_limit", type_=Integer),
         bindparam("p_reason", type_=Text),
+        bindparam("p_ran", type_=Float),
     )
 )
 
@@ -239,9 +248,11 @@ async def renew(
     owner: str,
     leases: Iterable[tuple[uuid.UUID, int]],
     lease_seconds: float,
+    paused: set[uuid.UUID] | None = None,
 ) -> set[uuid.UUID]:
     """Extend (task id, attempt) leases on any asyncpg connection (the heartbeat
-    thread has its own); return the ids still held."""
+    thread has its own); return the ids still held, adding those of them that are
+    paused to `paused` if given."""
     held = list(leases)
     if not held:
         return set()
@@ -251,7 +262,10 @@ async def renew(
         "p_attempts": [attempt for _, attempt in held],
         "p_owner": owner,
     }
-    return {row["id"] for row in await conn.fetch(_HEARTBEAT.sql, *_HEARTBEAT.args(params))}
+    rows = await conn.fetch(_HEARTBEAT.sql, *_HEARTBEAT.args(params))
+    if paused is not None:
+        paused.update(row["id"] for row in rows if row["paused"])
+    return {row["id"] for row in rows}
 
 
 class HeartbeatConnection:
@@ -268,11 +282,18 @@ class HeartbeatConnection:
             self._conn = await notify.connect(self._database_url)
 
     async def renew(
-        self, *, owner: str, leases: Iterable[tuple[uuid.UUID, int]], lease_seconds: float
+        self,
+        *,
+        owner: str,
+        leases: Iterable[tuple[uuid.UUID, int]],
+        lease_seconds: float,
+        paused: set[uuid.UUID] | None = None,
     ) -> set[uuid.UUID]:
         """`renew` on this connection (`open` first)."""
         assert self._conn is not None
-        return await renew(self._conn, owner=owner, leases=leases, lease_seconds=lease_seconds)
+        return await renew(
+            self._conn, owner=owner, leases=leases, lease_seconds=lease_seconds, paused=paused
+        )
 
     def drop(self) -> None:
         """End the connection at once, whatever state a fault left it in."""
@@ -328,15 +349,20 @@ class LeaseStore:
         async with self.db.connection() as conn:
             return await renew(conn, owner=owner, leases=leases, lease_seconds=lease_seconds)
 
-    async def release(self, task_id: uuid.UUID, *, lease: Lease, reason: str) -> bool:
-        """Give a running task back (graceful shutdown): it stays running, without an
-        owner, and any worker may claim it at once."""
+    async def release(
+        self, task_id: uuid.UUID, *, lease: Lease, reason: str, ran_seconds: float | None = None
+    ) -> bool:
+        """Give a running task back (graceful shutdown, a pause): it stays running,
+        without an owner, and any worker may claim it at once (unless it is paused);
+        `ran_seconds`, said in the `released` event, is how long its run has taken so
+        far (a paused run's)."""
         params = {
             "p_id": task_id,
             "p_owner": lease.owner,
             "p_attempt": lease.attempt,
             "p_limit": 1,
             "p_reason": reason,
+            "p_ran": ran_seconds,
         }
         return bool(await self.db.fetch(_RELEASE, params))
 

@@ -55,6 +55,7 @@ def task_from_row(row: Row) -> Task:
         remote=row.get("remote"),
         forked_from=row.get("forked_from"),  # before migration 0022: none
         forked_at=row.get("forked_at"),
+        paused=row.get("paused"),  # before migration 0023: none
     )
 
 
@@ -98,4 +99,5 @@ def pending_task(new: NewTask, row: Row) -> Task:
         followups=int(new.fork is not None and new.fork.at > 0 and new.fork.message is not None),
         forked_from=new.fork.source if new.fork is not None else None,
         forked_at=new.fork.at if new.fork is not None else None,
+        paused=row.get("paused"),
     )

@@ -28,8 +28,14 @@ from taskservice.db.sql import Database, Row
 
 # The task row and its first event, for any number of tasks; `unnest` keeps it one
 # prepared statement. Rows that hit a used idempotency key are skipped (not returned).
+# A task of an agent profile the tenant's brake holds (`agent_pauses`, `db/pauses.py`)
+# is created paused, its first event saying so.
 _FIRST_EVENT = append_events(
-    seq="1", type="'state_change'", data="""'{"from": null, "to": "pending"}'::jsonb"""
+    seq="1",
+    type="'state_change'",
+    data="""'{"from": null, "to": "pending"}'::jsonb
+            || CASE WHEN t.paused IS NULL THEN '{}'::jsonb
+                    ELSE jsonb_build_object('paused', t.paused) END""",
 )
 CREATE_MANY = f"""
 WITH r AS (
@@ -46,18 +52,22 @@ WITH r AS (
     INSERT INTO tasks (id, tenant, state, input, agent, metadata, parent_id, context_id,
                        idempotency_key, request_hash, max_attempts, timeout_seconds,
                        detached, trace_context, priority, run_at, delayed, wake_at,
-                       quiet, event_seq)
+                       quiet, event_seq, paused)
     SELECT id, tenant, 'pending', input::jsonb, agent::jsonb, metadata::jsonb, parent_id,
            context_id, idempotency_key, request_hash, max_attempts, timeout_seconds,
            detached, trace_context::jsonb, priority, coalesce(run_at, now()),
-           coalesce(run_at > now(), false), CASE WHEN run_at > now() THEN run_at END, quiet, 1
+           coalesce(run_at > now(), false), CASE WHEN run_at > now() THEN run_at END, quiet, 1,
+           (SELECT jsonb_build_object('by', p.paused_by, 'at', now(), 'reason', p.reason,
+                                      'scope', 'agent')
+            FROM agent_pauses p
+            WHERE p.tenant = r.tenant AND p.profile = r.agent::jsonb ->> 'profile')
     FROM r
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, tenant, created_at, run_at, delayed
+    RETURNING id, tenant, created_at, run_at, delayed, paused
 ), e AS (
 {_FIRST_EVENT}
 )
-SELECT id, created_at, run_at, delayed FROM t
+SELECT id, created_at, run_at, delayed, paused FROM t
 """
 _FIELDS = (
     "id",
@@ -98,7 +108,7 @@ def _columns(batch: list[Mapping[str, Any]]) -> list[list[Any]]:
 
 async def create_many(conn: asyncpg.Connection, batch: list[Mapping[str, Any]]) -> list[Row]:
     """Insert the tasks and their events; the rows created (id, created_at, run_at,
-    delayed)."""
+    delayed, paused)."""
     rows: list[Row] = await conn.fetch(CREATE_MANY, *_columns(batch))
     return rows
 
@@ -107,8 +117,8 @@ _Waiting = tuple[Mapping[str, Any], "asyncio.Future[Row | None]"]
 
 
 class SubmitBatcher:
-    """`insert` returns the created row (id, created_at, run_at, delayed), or None when the task's
-    idempotency key was used before."""
+    """`insert` returns the created row (id, created_at, run_at, delayed, paused), or
+    None when the task's idempotency key was used before."""
 
     def __init__(self, db: Database) -> None:
         self.db = db

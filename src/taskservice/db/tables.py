@@ -38,6 +38,7 @@ from taskservice.db.tables_webhooks import (
 from taskservice.domain.states import TaskState
 
 __all__ = [
+    "agent_pauses",
     "api_keys",
     "metadata",
     "rate_budgets",
@@ -99,6 +100,10 @@ tasks = Table(
     # `usecases/forks.py`); NULL once the source is deleted (the fork keeps its copy).
     Column("forked_from", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="SET NULL")),
     Column("forked_at", Integer),
+    # Held (migration 0023, `usecases/pauses.py`): {by, at, reason, scope} of the pause,
+    # `scope` "task" (paused alone) or "agent" (its profile's brake); NULL: not held.
+    # The claim never takes a paused task.
+    Column("paused", JSONB),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with
@@ -139,8 +144,9 @@ tasks = Table(
         postgresql_where=text("idempotency_key IS NOT NULL"),
     ),
     # The claim query: pending tasks whose time has come, and running tasks without an
-    # owner (input given, released, recovered, throttled and due), walked per tenant
-    # so that one tenant's backlog cannot starve the others, in claim order within it.
+    # owner (input given, released, recovered, throttled and due), none of them paused,
+    # walked per tenant so that one tenant's backlog cannot starve the others, in claim
+    # order within it.
     Index(
         "ix_tasks_claimable",
         "tenant",
@@ -148,7 +154,8 @@ tasks = Table(
         "run_at",
         "id",
         postgresql_where=text(
-            "NOT delayed AND (state = 'pending' OR (state = 'running' AND lease_owner IS NULL))"
+            "NOT delayed AND paused IS NULL"
+            " AND (state = 'pending' OR (state = 'running' AND lease_owner IS NULL))"
         ),
     ),
     # The scheduler: tasks submitted for later and throttled tasks, by when they may run.
@@ -203,11 +210,31 @@ tasks = Table(
         text("id DESC"),
         postgresql_where=text("forked_from IS NOT NULL"),
     ),
+    # Paused tasks, newest first (`GET /v1/tasks?paused=true`): few rows, whatever the
+    # number of tasks.
+    Index(
+        "ix_tasks_tenant_paused_id",
+        "tenant",
+        text("id DESC"),
+        postgresql_where=text("paused IS NOT NULL"),
+    ),
     # By agent profile (migration 0017): a profile whose tasks are old is not a walk
     # through every newer task.
     Index("ix_tasks_tenant_agent_id", "tenant", text("(agent ->> 'profile')"), text("id DESC")),
     # A2A's ListTasks: by status time, newest first (scanned backwards).
     Index("ix_tasks_tenant_status_at", "tenant", "status_at", "id"),
+)
+
+# The operators' brake (migration 0023, `usecases/pauses.py`): an agent profile held
+# for a tenant; its tasks are paused, and a task submitted to it is created paused.
+agent_pauses = Table(
+    "agent_pauses",
+    metadata,
+    Column("tenant", Text, primary_key=True),
+    Column("profile", Text, primary_key=True),
+    Column("paused_by", Text, nullable=False),
+    Column("reason", Text),
+    Column("at", TZ, nullable=False, server_default=func.now()),
 )
 
 # Model rate limits (migration 0018, `common/rate_limits.py`): each budget's GCRA state,

@@ -44,7 +44,8 @@ _FILTER_BINDS: dict[str, Any] = {
 
 
 class Shape(NamedTuple):
-    """Which of a list's filters are set (a statement is built once per shape)."""
+    """Which of a list's filters are set (a statement is built once per shape);
+    `paused`: None (either), True (held now) or False (not held)."""
 
     states: tuple[str, ...] = ()
     parent: bool = False
@@ -53,12 +54,23 @@ class Shape(NamedTuple):
     before: bool = False
     agent: bool = False
     forked: bool = False
+    paused: bool | None = None
+
+
+# A task held by a pause: the flag set, and not finished.
+_HELD = "paused IS NOT NULL AND state IN ('pending', 'running', 'input_required')"
 
 
 def _filters(shape: Shape) -> list[str]:
     """A tenant's tasks, filtered (the conditions a page and its count share). The
-    agent profile's condition is the expression of `ix_tasks_tenant_agent_id`."""
+    agent profile's condition is the expression of `ix_tasks_tenant_agent_id`. Paused
+    means held now: a live task with the flag (a finished task keeps the flag it
+    ended with, and is not held); they are read from `ix_tasks_tenant_paused_id`
+    (inlined, so that a generic plan knows it), those not held are nearly every task
+    (read through the others)."""
     conditions = ["tenant = :tenant"]
+    if shape.paused is not None:
+        conditions.append(f"({_HELD})" if shape.paused else f"NOT ({_HELD})")
     if shape.parent:
         conditions.append("parent_id = :parent_id")
     if shape.context:
@@ -122,6 +134,7 @@ def shape(filter: TaskFilter) -> Shape:
         before=filter.created_before is not None,
         agent=filter.agent is not None,
         forked=filter.forked_from is not None,
+        paused=filter.paused,
     )
 
 

@@ -111,6 +111,10 @@ class Task:
     # for a task that is not a fork (`forked_at` stays when the source is deleted).
     forked_from: uuid.UUID | None = None
     forked_at: int | None = None
+    # Held (`usecases/tasks.TaskService.pause`): {by, at, reason, scope}, `scope` "task"
+    # (paused alone) or "agent" (its profile's brake); None: not paused. The claim
+    # never takes a paused task, whatever its state.
+    paused: dict[str, Any] | None = None
 
     @property
     def questions(self) -> list[dict[str, Any]]:
@@ -120,6 +124,21 @@ class Task:
         if self.state is not TaskState.INPUT_REQUIRED or request.get("kind") != "questions":
             return []
         return [q for q in request.get("questions", []) if isinstance(q, dict) and q.get("id")]
+
+    @property
+    def pause_note(self) -> str | None:
+        """What a status message says of the task's pause (A2A, MCP): None unless it is
+        paused and not finished."""
+        if self.paused is None or self.state.is_terminal:
+            return None
+        by = self.paused.get("by")
+        if self.paused.get("scope") == "agent":
+            who = f"its agent profile {self.agent.profile!r} was paused by {by}"
+        else:
+            who = f"paused by {by}"
+        reason = self.paused.get("reason")
+        why = f" ({reason})" if reason else ""
+        return f"paused: {who}{why}; it does not run until it is resumed"
 
     @property
     def unread(self) -> int:
@@ -141,7 +160,7 @@ class EventType(StrEnum):
     `tool_result` tool_call_id, name, status, arguments or result or error; `progress`
     percent, note; `log` level (debug, info, warning, error), message (and `dropped:
     true` on the line saying the task reached its limit of lines); `webhook_disabled`
-    the webhook and why."""
+    the webhook and why; `paused` by, reason, scope; `resumed` by."""
 
     STATE_CHANGE = "state_change"  # from, to; worker and attempt, cause, answered, reason
     CLAIMED = "claimed"  # a worker took over a running task: worker, attempt
@@ -159,6 +178,9 @@ class EventType(StrEnum):
     PROGRESS = "progress"  # the agent's report_progress: percent, note
     LOG = "log"  # a line to read: level (debug, info, warning, error), message; dropped
     WEBHOOK_DISABLED = "webhook_disabled"  # a failing webhook was disabled
+    # held: by (who), reason, scope ("task": paused alone, "agent": its profile's brake)
+    PAUSED = "paused"
+    RESUMED = "resumed"  # let go: by
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +275,7 @@ class TaskFilter:
     created_before: datetime | None = None
     agent: str | None = None  # the agent profile's name
     forked_from: uuid.UUID | None = None  # its forks (`Task.forked_from`)
+    paused: bool | None = None  # only paused tasks (True), only those not paused (False)
 
 
 @dataclass(frozen=True, slots=True)

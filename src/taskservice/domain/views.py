@@ -30,6 +30,17 @@ class ForkedFrom(BaseModel):
     at: int = Field(description="How many of the source's messages the fork began with.")
 
 
+class PausedOut(BaseModel):
+    by: str = Field(description="Who paused it: `key:<API key id>`, or `open` (open mode).")
+    at: datetime = Field(description="When it was paused.")
+    reason: str | None = None
+    scope: str = Field(
+        default="task",
+        description="`task`: paused alone; `agent`: held by its agent profile's brake "
+        "(`POST /v1/agents/{name}/pause`), let go when the brake is released.",
+    )
+
+
 class TaskOut(BaseModel):
     id: uuid.UUID
     state: TaskState
@@ -69,6 +80,14 @@ class TaskOut(BaseModel):
         description="A fork (`POST /v1/tasks/{task_id}/fork`): the task and position its "
         "conversation was copied from.",
     )
+    paused: PausedOut | None = Field(
+        default=None,
+        description="Held, whatever its state (null: not paused): the claim never takes "
+        "a paused task, a running one gives its worker back, one waiting for input "
+        "waits on and, answered, runs only once resumed (`POST /v1/tasks/{id}/resume`). "
+        "A task that finished while paused (cancelled) keeps the pause it ended with; "
+        "`GET /v1/tasks?paused=true` lists only the tasks held now.",
+    )
 
     @classmethod
     def of(cls, task: Task) -> Self:
@@ -101,4 +120,5 @@ class TaskOut(BaseModel):
             forked_from=ForkedFrom(task_id=task.forked_from, at=task.forked_at)
             if task.forked_at is not None
             else None,
+            paused=PausedOut.model_validate(task.paused) if task.paused else None,
         )

@@ -41,9 +41,15 @@ def status(task: Task) -> str:
 
 
 def _message(task: Task) -> str | None:
+    """The status message: the questions it waits on, that it is paused, its error,
+    its cancel's reason."""
+    paused = task.pause_note
     if task.state is TaskState.INPUT_REQUIRED:
         asked = [str(q.get("question") or "") for q in task.questions]
-        return "\n".join(asked) if asked else "waiting for its subtasks"
+        said = "\n".join(asked) if asked else "waiting for its subtasks"
+        return f"{said}\n({paused})" if paused else said
+    if paused:
+        return paused
     if task.state is TaskState.FAILED:
         return str((task.error or {}).get("message") or "the task failed")
     if task.state is TaskState.CANCELLED:

@@ -1,7 +1,7 @@
-"""The use cases: submit (and spawn a subtask), get, list, cancel, wait for and
-follow a task, read the event log, the conversation and the tool calls; messages to
-a task (answers and follow-ups) are the inbox's (`usecases/inbox.TaskInbox`), a use
-case of its own.
+"""The use cases: submit (and spawn a subtask), get, list, cancel, pause and resume
+(and the brake on an agent profile), wait for and follow a task, read the event log,
+the conversation and the tool calls; messages to a task (answers and follow-ups) are
+the inbox's (`usecases/inbox.TaskInbox`), a use case of its own.
 
 Transport-independent: the REST routes and the A2A binding are thin adapters over
 `TaskService`, and a running agent's subtasks go through it too. Every rule about
@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from taskservice.agents.catalog import AgentCatalog
@@ -26,6 +27,7 @@ from taskservice.agents.profiles import AgentProfile
 from taskservice.common.tracing import Tracing
 from taskservice.db.eventlog import EventLog
 from taskservice.db.overview import OverviewStore
+from taskservice.db.pauses import PauseStore
 from taskservice.db.retention import RetentionStore
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
@@ -57,6 +59,18 @@ from taskservice.settings import Settings
 from taskservice.usecases.forks import fork_submit
 from taskservice.usecases.submission import NewTasks
 from taskservice.usecases.subscriptions import WebhookService
+
+
+@dataclass(frozen=True, slots=True)
+class Brake:
+    """An agent profile held for a tenant (`TaskService.pause_agent`): who pulled the
+    brake, when, why; `tasks`: how many tasks the last change paused or let go."""
+
+    profile: str
+    by: str
+    at: datetime
+    reason: str | None
+    tasks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +120,7 @@ class TaskService:
         )
         self._webhooks = webhooks
         self._store = store
+        self._pauses = PauseStore(store.db)
         self._log = log
         self._ledger = ledger
         self._catalog = catalog
@@ -345,6 +360,71 @@ class TaskService:
                 return cancelled
         raise Conflict("the task kept changing state; retry the cancel")
 
+    async def pause(self, *, tenant: str, task_id: str, by: str, reason: str | None = None) -> Task:
+        """Hold a live task: it is not claimed until resumed; a worker running it gives
+        it back (a model request in flight abandoned, a tool call in flight finished
+        first); one waiting for input waits on. Pausing a paused task is a no-op; a
+        finished task is a 409."""
+        field_json("reason", reason)
+        task = await self.get(tenant=tenant, task_id=task_id)
+        paused = await self._pauses.pause(task.id, tenant=tenant, by=by, reason=reason)
+        if paused is not None:
+            return paused
+        return self._unchanged(await self.get(tenant=tenant, task_id=task.id), "paused")
+
+    async def resume(self, *, tenant: str, task_id: str, by: str) -> Task:
+        """Let a paused task go: it is claimable again (a `resumed` event wakes the
+        workers), and its run goes on from its ledger. Resuming a task that is not
+        paused is a no-op; a finished task is a 409. A task its profile's brake holds
+        may be resumed alone: it runs while the brake holds the others."""
+        task = await self.get(tenant=tenant, task_id=task_id)
+        resumed = await self._pauses.resume(task.id, tenant=tenant, by=by)
+        if resumed is not None:
+            return resumed
+        return self._unchanged(await self.get(tenant=tenant, task_id=task.id), "resumed")
+
+    @staticmethod
+    def _unchanged(task: Task, verb: str) -> Task:
+        """A pause or resume that changed nothing: the task as it is, unless it is
+        finished (a 409)."""
+        if task.state.is_terminal:
+            raise Conflict(
+                f"task is already {task.state.value} and cannot be {verb}",
+                state=task.state.value,
+            )
+        return task
+
+    async def brakes(self, *, tenant: str) -> dict[str, Brake]:
+        """The tenant's agent profiles held by the brake, by name."""
+        return {name: _brake(row) for name, row in (await self._pauses.brakes(tenant)).items()}
+
+    async def pause_agent(
+        self, *, tenant: str, profile: str, by: str, reason: str | None = None
+    ) -> Brake:
+        """The operators' brake: pause every live task of the profile for the tenant,
+        and hold the tasks submitted to it from now on (created paused), until
+        `resume_agent`. Pulling a pulled brake is a no-op (`tasks` 0)."""
+        field_json("reason", reason)
+        self._known_profile(profile)
+        row, swept = await self._pauses.pull_brake(
+            tenant=tenant, profile=profile, by=by, reason=reason
+        )
+        return _brake(row, swept)
+
+    async def resume_agent(self, *, tenant: str, profile: str, by: str) -> Brake | None:
+        """Release the brake: every task it paused is resumed (a task paused alone
+        stays paused). None when the profile was not held (a no-op)."""
+        self._known_profile(profile)
+        released = await self._pauses.release_brake(tenant=tenant, profile=profile, by=by)
+        if released is None:
+            return None
+        row, swept = released
+        return _brake(row, swept)
+
+    def _known_profile(self, name: str) -> None:
+        if self._catalog.profile(name) is None:
+            raise NotFound(f"agent profile {name!r} not found")
+
     async def end_subtasks(self, parent_id: uuid.UUID, *, timed_out: bool) -> int:
         """The parent failed (or timed out): cancel its live subtasks, but those spawned
         detached, with theirs (cause `parent_failed`, `parent_timeout`)."""
@@ -440,3 +520,13 @@ class TaskService:
         size = self.page_size(limit)
         events = await self._log.page(task.id, after=after, limit=size, types=types)
         return EventPage(events, events[-1].seq if len(events) == size else None)
+
+
+def _brake(row: Row, tasks: int = 0) -> Brake:
+    return Brake(
+        profile=row["profile"],
+        by=row["paused_by"],
+        at=row["at"],
+        reason=row["reason"],
+        tasks=tasks,
+    )

@@ -5,7 +5,8 @@ loop must not let leases lapse (another worker would start the task a second tim
 So the heartbeat runs its own loop in its own thread, with its own connection, and
 renews every lease the worker holds in one statement each interval. Leases found
 lost (the task was cancelled, or recovered elsewhere) are reported back to the pool
-on its loop, which stops those runs.
+on its loop, which stops those runs; so are leases of tasks found paused (should the
+`paused` notice have been lost), whose runs the pool stops and gives back.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ class Heartbeat:
         owner: str,
         lease_seconds: float,
         on_lost: Callable[[set[uuid.UUID]], None],
+        on_paused: Callable[[set[uuid.UUID]], None] | None = None,
     ) -> None:
         self._database_url = database_url
         self.owner = owner
         self.lease_seconds = lease_seconds
         self.interval = lease_seconds / 3
         self._on_lost = on_lost
+        # Held tasks found paused: the backstop of the `paused` notice, should it be lost.
+        self._on_paused = on_paused
         self._held: dict[uuid.UUID, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -83,10 +87,13 @@ class Heartbeat:
             held = dict(self._held)
         if not held:
             return
+        paused: set[uuid.UUID] = set()
         kept = await conn.renew(
-            owner=self.owner, leases=held.items(), lease_seconds=self.lease_seconds
+            owner=self.owner, leases=held.items(), lease_seconds=self.lease_seconds, paused=paused
         )
         self.beats += 1
         lost = set(held) - kept
         if lost and self._caller is not None:
             self._caller.call_soon_threadsafe(self._on_lost, lost)
+        if paused and self._on_paused is not None and self._caller is not None:
+            self._caller.call_soon_threadsafe(self._on_paused, paused)

@@ -13,6 +13,7 @@ ledger (`resume.py`: what is settled how, and the `log` lines that say so).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -104,6 +105,10 @@ class RunLedger(RunHooks):
         # The run is stopped because the task was cancelled (not a shutdown or a lost
         # lease): a remote task it delegated to is cancelled too.
         self.cancelled = False
+        # The task was paused (`pause`): the run stops once no tool call is in flight.
+        self.pausing = False
+        self._stop: Callable[[], None] | None = None
+        self._in_flight: set[str] = set()  # tool calls started and not yet recorded
 
     def _check(self, written: bool) -> None:
         if not written:
@@ -291,10 +296,48 @@ class RunLedger(RunHooks):
             )
         )
 
+    # -- pausing ----------------------------------------------------------------
+
+    def pause(self, stop: Callable[[], None]) -> None:
+        """The task was paused: `stop` the run now, or, with tool calls in flight,
+        as soon as the last of them is recorded (a model request in flight is
+        abandoned as a crash abandons it; a tool call is never cut short). A call
+        that would start from now on does not: it runs when the task is resumed."""
+        if self.pausing:
+            return
+        self.pausing = True
+        self._stop = stop
+        if not self._in_flight:
+            self._stopping()
+
+    def unpause(self) -> None:
+        """The task was resumed before its run stopped (a tool call still in
+        flight): the run goes on as if it had not been paused."""
+        if self.pausing and self._stop is not None:
+            self.pausing = False
+            self._stop = None
+
+    def _stopping(self) -> None:
+        stop, self._stop = self._stop, None  # once: from now on the run is stopping
+        if stop is not None:
+            stop()
+
+    def _settled(self, call_id: str) -> None:
+        self._in_flight.discard(call_id)
+        if not self._in_flight:
+            self._stopping()
+
     # -- RunHooks ---------------------------------------------------------------
 
     async def tool_started(self, call_id: str, name: str, arguments: Any) -> None:
-        await self._call(call_id, name, arguments, "in_progress")
+        if self.pausing:  # not begun: the run resumed after the pause makes this call
+            raise asyncio.CancelledError
+        self._in_flight.add(call_id)
+        try:
+            await self._call(call_id, name, arguments, "in_progress")
+        except BaseException:
+            self._settled(call_id)
+            raise
 
     async def tool_finished(
         self,
@@ -306,10 +349,16 @@ class RunLedger(RunHooks):
         error: str | None = None,
     ) -> None:
         status = "failed" if error is not None else "completed"
-        await self._call(call_id, name, arguments, status, result=result, error=error)
+        try:
+            await self._call(call_id, name, arguments, status, result=result, error=error)
+        finally:
+            self._settled(call_id)
 
     async def tool_deferred(self, call_id: str, name: str, arguments: Any) -> None:
-        await self._call(call_id, name, arguments, "pending")
+        try:
+            await self._call(call_id, name, arguments, "pending")
+        finally:
+            self._settled(call_id)
 
     async def spawn(
         self,

@@ -20,11 +20,18 @@ Every write is fenced on (state, lease owner, attempt): a worker that lost its t
 writes nothing more. On shutdown the pool stops claiming, lets runs finish within
 a grace period, then stops the rest and releases their leases so that another
 process resumes them at once.
+
+A paused task's run (told by the `paused` notice, or by the heartbeat should that be
+lost) stops as soon as no tool call is in flight (`worker/ledger.RunLedger.pause`)
+and is released the same way (reason `paused`), with the time it ran: the paused flag
+keeps it from being claimed until it is resumed, and the run that resumes it gets
+what was left of its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -64,8 +71,11 @@ log = logging.getLogger(__name__)
 
 # A follow-up was queued: the task's run (if here) looks for it at its next step.
 _FOLLOWUP = "followup"
+# A task was paused: its run here, if any, stops and gives it back.
+_PAUSED = "paused"
+_RESUMED = "resumed"
 # Events after which a task may be claimable: wake the claim loop.
-_WAKE_TYPES = frozenset({"recovered", "released"})
+_WAKE_TYPES = frozenset({"recovered", "released", "resumed"})
 _WAKE_TARGETS = frozenset({TaskState.PENDING.value, TaskState.RUNNING.value})
 
 
@@ -97,6 +107,7 @@ class WorkerPool:
             owner=self.worker_id,
             lease_seconds=settings.lease_seconds,
             on_lost=self._on_leases_lost,
+            on_paused=self._on_paused,
         )
         self._claims = ClaimLoop(
             "worker claim",
@@ -111,6 +122,8 @@ class WorkerPool:
         # wait on the network, and take no worker slot.
         self._delegations: set[uuid.UUID] = set()
         self._ledgers: dict[uuid.UUID, RunLedger] = {}
+        # Runs paused before their ledger was made: paused as soon as it is.
+        self._paused_early: set[uuid.UUID] = set()
         self._leases: dict[uuid.UUID, Lease] = {}
         # Runs writing their outcome: the fenced write decides whether it still
         # counts, so a cancellation or a lost-lease report must not interrupt what
@@ -152,14 +165,22 @@ class WorkerPool:
         self._unsubscribe()
 
     async def _release(
-        self, task_id: uuid.UUID, lease: Lease, reason: str = "shutdown", *, within: float = 0.0
+        self,
+        task_id: uuid.UUID,
+        lease: Lease,
+        reason: str = "shutdown",
+        *,
+        within: float = 0.0,
+        ran_seconds: float | None = None,
     ) -> None:
         """Give the task back (fenced: a release that did commit before its answer was
         lost finds the task no longer ours when tried again), trying for up to
         `within` seconds while the database is unavailable."""
         try:
             released = await retried(
-                lambda: self.leases.release(task_id, lease=lease, reason=reason),
+                lambda: self.leases.release(
+                    task_id, lease=lease, reason=reason, ran_seconds=ran_seconds
+                ),
                 where=f"task {task_id} release",
                 within=within,
             )
@@ -186,6 +207,14 @@ class WorkerPool:
             if ledger is not None:
                 ledger.tell()
             return
+        if notice.type == _PAUSED:
+            self._on_paused({notice.task_id})
+            return
+        if notice.type == _RESUMED:
+            self._paused_early.discard(notice.task_id)
+            ledger = self._ledgers.get(notice.task_id)
+            if ledger is not None:
+                ledger.unpause()
         if notice.type in _WAKE_TYPES or (
             notice.type == "state_change" and notice.target in _WAKE_TARGETS
         ):
@@ -200,6 +229,25 @@ class WorkerPool:
             if ledger is not None:
                 ledger.cancelled = True  # what the run started elsewhere is cancelled too
             self._runs[notice.task_id].cancel()
+
+    def _on_paused(self, paused: set[uuid.UUID]) -> None:
+        """Tasks paused: their runs here stop once no tool call is in flight."""
+        for task_id in paused:
+            if task_id not in self._runs:
+                continue
+            ledger = self._ledgers.get(task_id)
+            if ledger is None:
+                self._paused_early.add(task_id)
+            elif not ledger.pausing:
+                log.info("task %s: paused; its run stops and gives it back", task_id)
+                ledger.pause(functools.partial(self._stop_paused, task_id))
+
+    def _stop_paused(self, task_id: uuid.UUID) -> None:
+        # A run writing its outcome is not interrupted: the outcome counts, or, if the
+        # run goes on (follow-ups arrived), it stops then (`_attempt`).
+        run = self._runs.get(task_id)
+        if run is not None and task_id not in self._finishing:
+            run.cancel()
 
     def _on_leases_lost(self, lost: set[uuid.UUID]) -> None:
         for task_id in lost:
@@ -267,9 +315,15 @@ class WorkerPool:
     async def _attempt(self, task: Task, lease: Lease) -> str:
         """Run the task until it has an outcome written, or stops; how it ended."""
         timeout = task.timeout_seconds or self.settings.task_timeout_seconds
-        deadline = asyncio.get_running_loop().time() + timeout
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        ran_before = 0.0
         ended = "stopped"
+        ledger: RunLedger | None = None
         try:
+            # A run resumed after a pause has what was left of its timeout.
+            ran_before = await self._ran_before(task)
+            deadline = began + max(timeout - ran_before, 0.0)
             ledger = self._ledgers[task.id] = RunLedger(
                 self.ledger,
                 self.service,
@@ -278,6 +332,9 @@ class WorkerPool:
                 lease,
                 patience=self.settings.outcome_retry_seconds,
             )
+            if task.id in self._paused_early:  # paused as it was being claimed
+                self._paused_early.discard(task.id)
+                self._on_paused({task.id})
             while True:
                 outcome = await self._run_agent(task, ledger, deadline)
                 if isinstance(outcome, WaitsForBudget):
@@ -290,9 +347,22 @@ class WorkerPool:
                     break
                 # Follow-ups arrived as it completed: the run goes on with them.
                 self._finishing.discard(task.id)
-        except (asyncio.CancelledError, LeaseLost):
-            # Cancelled by the API, lease lost, or shutdown: not ours to write.
-            log.info("task %s: run stopped (attempt %d)", task.id, lease.attempt)
+                if ledger.pausing:  # unless it was paused meanwhile
+                    raise asyncio.CancelledError
+        except (asyncio.CancelledError, LeaseLost) as exc:
+            if ledger is not None and ledger.pausing and not isinstance(exc, LeaseLost):
+                # Paused: give it back, with the time it ran (a release the task's
+                # cancel or a shutdown beat finds it no longer ours).
+                ended = "paused"
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+                self._finishing.add(task.id)  # a lost lease now is the release's to tell
+                ran = ran_before + loop.time() - began
+                await self._release(task.id, lease, reason="paused", ran_seconds=ran)
+            else:
+                # Cancelled by the API, lease lost, or shutdown: not ours to write.
+                log.info("task %s: run stopped (attempt %d)", task.id, lease.attempt)
         except TRANSIENT_ERRORS as exc:
             # The run's ledger could not be written: give the task back, so that it
             # resumes from what the ledger holds as soon as the database answers
@@ -309,6 +379,7 @@ class WorkerPool:
             self._delegations.discard(task.id)
             self._leases.pop(task.id, None)
             self._ledgers.pop(task.id, None)
+            self._paused_early.discard(task.id)
             # A slot is free. Under a tenant cap a finished run may also have made
             # that tenant's next task claimable, which no notice announces.
             if self.settings.tenant_max_running is None:
@@ -316,6 +387,23 @@ class WorkerPool:
             else:
                 self._claims.wake()
         return ended
+
+    async def _ran_before(self, task: Task) -> float:
+        """How long the run had taken before it was paused and given back (the claim
+        before this one, `ran_seconds` of its `released` event); 0 otherwise. Paused
+        time does not count against the timeout, the time run does."""
+        if task.attempt <= 1:
+            return 0.0
+        try:
+            cause = await self.ledger.resume_cause(task.id, claim_seq=task.event_seq)
+        except TRANSIENT_ERRORS:
+            return 0.0  # the run's first write meets the outage and stops it
+        if cause is None or cause["type"] != "released":
+            return 0.0
+        data = cause["data"] or {}
+        if data.get("reason") != "paused":
+            return 0.0
+        return float(data.get("ran_seconds") or 0.0)
 
     async def _run_agent(self, task: Task, ledger: RunLedger, deadline: float) -> Outcome:
         """Run the agent until `deadline` (the attempt's timeout after it began)."""

@@ -24,6 +24,7 @@ _RELEASED_BECAUSE = {
     "shutdown": "it was shutting down",
     "outcome_unwritten": "it could not record the outcome",
     "ledger_unwritten": "it could not record the run's progress",
+    "paused": "the task was paused",
 }
 
 
@@ -52,6 +53,11 @@ def resumed(
         return "info", (
             f"{line}: the lease of worker {data.get('worker')} on attempt "
             f"{data.get('attempt')} had expired"
+        )
+    if kind == "released" and data.get("reason") == "paused":
+        return "info", (
+            f"{line} after a pause: worker {data.get('worker')} gave it back on attempt "
+            f"{data.get('attempt')} when the task was paused, and it was resumed"
         )
     if kind == "released":
         reason = str(data.get("reason"))

@@ -1,5 +1,5 @@
-"""`/v1/tasks`: submit, get, list, cancel, messages to a task, and what it recorded
-(the event log, the conversation, the tool calls)."""
+"""`/v1/tasks`: submit, get, list, cancel, pause and resume, messages to a task, and
+what it recorded (the event log, the conversation, the tool calls)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from taskservice.api import streams
-from taskservice.api.deps import Caller, Reader, get_caller
+from taskservice.api.deps import Caller, Reader, get_caller, paused_by
 from taskservice.api.errors import problem_responses
 from taskservice.api.message_schemas import FollowupIn, InputGiven, MessageSent
 from taskservice.api.params import INT32_MAX, INT64_MAX, Count, Timestamp
@@ -24,6 +24,7 @@ from taskservice.api.schemas import (
     EventPage,
     MessageOut,
     MessagePage,
+    PauseRequest,
     TaskCreate,
     TaskCreated,
     TaskFork,
@@ -133,6 +134,10 @@ async def list_tasks(
     ] = None,
     created_after: Timestamp | None = None,
     created_before: Timestamp | None = None,
+    paused: Annotated[
+        bool | None,
+        Query(description="true: only paused tasks; false: only tasks that are not paused."),
+    ] = None,
     cursor: str | None = None,
     limit: Annotated[int | None, Query(ge=1, description="Capped by the server.")] = None,
     count: Count = None,
@@ -147,6 +152,7 @@ async def list_tasks(
             created_before=created_before,
             agent=agent,
             forked_from=forked_from,
+            paused=paused,
         ),
         cursor=cursor,
         limit=limit,
@@ -227,6 +233,50 @@ async def fork_task(
     fork = (body or TaskFork()).request(caller.tenant, task_id, idempotency_key(request))
     submitted = await caller.service.fork(fork)
     return _created(submitted)
+
+
+@router.post(
+    "/{task_id}/pause",
+    operation_id="pauseTask",
+    response_model=TaskOut,
+    responses=problem_responses(400, 401, 403, 404, 409, 413, 415, 422),
+    summary="Pause a task",
+    description="Holds the task (its `paused` field says who, when and why) without "
+    "changing its state: a pending or scheduled task is not claimed; a running task "
+    "gives its worker back within a second or so (a model request in flight is "
+    "abandoned, a tool call in flight finishes and is recorded first), keeping its "
+    "ledger; a task waiting for input waits on, and once answered runs only when "
+    "resumed. Its time paused does not count against `timeout_seconds`. Pausing a "
+    "paused task is a no-op; a finished task is a 409.",
+)
+async def pause_task(
+    task_id: TaskId,
+    caller: Caller,
+    body: Annotated[PauseRequest | None, Body()] = None,
+) -> TaskOut:
+    reason = body.reason if body else None
+    return TaskOut.of(
+        await caller.service.pause(
+            tenant=caller.tenant, task_id=task_id, by=paused_by(caller), reason=reason
+        )
+    )
+
+
+@router.post(
+    "/{task_id}/resume",
+    operation_id="resumeTask",
+    response_model=TaskOut,
+    responses=problem_responses(401, 403, 404, 409),
+    summary="Resume a paused task",
+    description="Lets the task go: it is claimable again at once, and its run goes on "
+    "from its ledger, repeating no finished tool call. Resuming a task that is not "
+    "paused is a no-op; a finished task is a 409. A task held by its profile's brake "
+    "may be resumed on its own.",
+)
+async def resume_task(task_id: TaskId, caller: Caller) -> TaskOut:
+    return TaskOut.of(
+        await caller.service.resume(tenant=caller.tenant, task_id=task_id, by=paused_by(caller))
+    )
 
 
 @router.get(
