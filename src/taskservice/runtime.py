@@ -398,7 +398,11 @@ class Runtime:
             )
             cases = _UseCases.make(storage, settings, catalog, following, tracing)
             # Tasks for later become claimable when their time comes; schedules fire.
-            scheduler = Scheduler(cases.schedule_store, fire=cases.schedules.fire_due)
+            scheduler = Scheduler(
+                cases.schedule_store,
+                fire=cases.schedules.fire_due,
+                expire=cases.inbox.approvals.expire,
+            )
             scheduler.start()
             stack.push_async_callback(scheduler.stop)
             pool: WorkerPool | None = None

@@ -98,12 +98,15 @@ def cli_says_what_it_does(ran: list[Ran]) -> None:
 
 
 def forks_went_as_said(ran: list[Ran]) -> None:
-    said = stdout(ran, "json() {").splitlines()
+    said = stdout(ran, '"answer": "teal"').splitlines()
     assert said[:3] == ["completed", "written in teal", "[0, 1, 3, 5, 7]"], said
     assert said[3].startswith("{'task_id': "), said
     assert said[3].endswith("'at': 5}"), said
     assert "'Name three lakes.'" in stdout(ran, "client.fork")
     assert stdout(ran, "taskservice fork").strip() == "fork completed"
+    approved = stdout(ran, "grep -o 'published to #ops'").splitlines()
+    assert "'channel': '#demo'" in approved[0], approved
+    assert approved[1:] == ["running", "published to #ops"], approved
 
 
 def keys_end_open_mode(ran: list[Ran]) -> None:

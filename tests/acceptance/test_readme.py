@@ -87,7 +87,7 @@ def test_the_readme_demo_shows_every_state_as_written(
     tmp_path: Path, database_url: str, db: object
 ) -> None:
     lines = run_region("demo", database_url, tmp_path).splitlines()
-    counted = [line.split(maxsplit=1) for line in lines[:-10]]
+    counted = [line.split(maxsplit=1) for line in lines[:-11]]
     kinds = [(kind, int(n)) for n, kind in counted]
     assert [kind for kind, _ in kinds] == [
         "event: state_change",
@@ -96,7 +96,9 @@ def test_the_readme_demo_shows_every_state_as_written(
         "event: state_change",
     ], lines
     assert kinds[2][1] >= 10  # the answer came in many pieces
-    cancelled, waiting, answered, completed, fork, children = map(json.loads, lines[-10:-4])
+    cancelled, waiting, answered, completed, fork, approved, children = map(
+        json.loads, lines[-11:-4]
+    )
     assert (cancelled["state"], cancelled["cancel_reason"]) == ("cancelled", "enough")
     assert waiting["state"] == "input_required"
     assert waiting["input_request"]["questions"][0]["question"] == QUESTION
@@ -106,6 +108,8 @@ def test_the_readme_demo_shows_every_state_as_written(
     assert fork["forked_from"] == {"task_id": completed["id"], "at": 3}
     assert (fork["state"], fork["attempt"]) == ("completed", 2)  # asked, answered
     assert "written in plum" in fork["result"]
+    assert approved["state"] == "completed"
+    assert "You approved publishing it: published to #demo" in approved["result"]
     assert [t["state"] for t in children["tasks"]] == ["completed", "completed"]
     paused, listed, resumed, finished = map(json.loads, lines[-4:])
     assert (paused["state"], paused["paused"]["reason"]) == ("running", "a look first")

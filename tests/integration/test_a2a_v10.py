@@ -491,3 +491,39 @@ async def test_a_message_referring_to_a_task_continues_it_as_a_fork(
     assert elsewhere["error"]["code"] == -32602
     assert missing["error"]["code"] == -32001
     assert len(listed["tasks"]) == 2
+
+
+async def test_a_tool_call_waiting_for_approval_is_a_data_part_and_answered_with_one(
+    make_client: ClientFactory,
+) -> None:
+    """The demo's `publish` waits for a person: input-required with the call as a
+    data part; a message whose data part approves it makes the call."""
+    async with make_client(workers_enabled=True) as client:
+        params = {"message": message("approve, take 1s"), "metadata": {"agent": "demo"}}
+        task = (await rpc(client, "SendMessage", params))["result"]["task"]
+        status = task["status"]
+        text, data = status["message"]["parts"]
+        wrong = message("yes", taskId=task["id"])
+        refused = await rpc(client, "SendMessage", {"message": wrong})
+        approve = {
+            "role": "ROLE_USER",
+            "messageId": str(uuid.uuid4()),
+            "taskId": task["id"],
+            "parts": [{"data": {"approve": False, "reason": "not today"}}],
+        }
+        done = (await rpc(client, "SendMessage", {"message": approve}))["result"]["task"]
+        calls = (await client.get(f"/v1/tasks/{task['id']}/calls")).json()["calls"]
+    assert status["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert text["text"].startswith("approve publish {")
+    approval = data["data"]
+    assert approval["kind"] == "approval"
+    [call] = approval["approvals"]
+    assert (call["tool"], call["arguments"]["channel"]) == ("publish", "#demo")
+    assert approval["answer"] == {"approve": True}
+    assert refused["error"]["code"] == -32602  # text is no decision: it says what is
+    assert '{"approve": true|false}' in refused["error"]["message"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "did not approve publishing it: denied" in done["artifacts"][0]["parts"][0]["text"]
+    assert "not today" in done["artifacts"][0]["parts"][0]["text"]
+    publish = next(c for c in calls if c["name"] == "publish")
+    assert (publish["status"], publish["approval"]["via"]) == ("failed", "a2a")

@@ -127,7 +127,7 @@ class A2AHandler:
             # retried message finds the one queued before.
             try:
                 sent = await self.inbox.send_to(
-                    task, input=input_of(message.parts), key=message_key(request)
+                    task, input=input_of(message.parts), key=message_key(request), via="a2a"
                 )
             except Conflict:
                 task = await self.find(str(task.id))

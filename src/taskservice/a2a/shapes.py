@@ -4,6 +4,7 @@ version's parameters are read (`params`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -56,27 +57,56 @@ def ends_stream(state: TaskState) -> bool:
     return state.is_terminal or state is TaskState.INPUT_REQUIRED
 
 
+def _approval_parts(task: Task) -> list[Part]:
+    """What a task waiting on approvals says: each undecided call in words, then as
+    data (`kind: approval`: the calls, their arguments, the profile's note, and how
+    to answer: a message whose data part is `{"approve": true|false}`, or
+    `{"approvals": {<id>: {"approve": …}}}` for several)."""
+    undecided = [a for a in task.approvals if "decision" not in a]
+    lines = [
+        f"approve {a.get('tool')} {json.dumps(a.get('arguments'), ensure_ascii=False)}?"
+        + (f" {a['note']}" if a.get("note") else "")
+        for a in undecided
+    ]
+    lines += [str(q.get("question") or "") for q in task.questions if "answer" not in q]
+    data: dict[str, Any] = {
+        "kind": "approval",
+        "approvals": [
+            {key: a[key] for key in ("id", "tool", "arguments", "note", "schema") if key in a}
+            for a in undecided
+        ],
+        "answer": {"approve": True} if len(undecided) == 1 else {"approvals": {}},
+    }
+    deadline = task.input_request.get("deadline") if isinstance(task.input_request, dict) else None
+    if deadline:
+        data["deadline"] = deadline
+    return [Part("text", "\n".join(lines)), Part("data", data)]
+
+
 def agent_says(update: TaskUpdate) -> Message | None:
     """The status message of a task in the state it is in now: the question it waits
-    on, the error it failed with, or that it is paused (and, waiting, what for)."""
+    on, the tool calls it waits on a person's approval of, the error it failed with,
+    or that it is paused (and, waiting, what for)."""
     task = update.task
     if update.state is not task.state:
         return None
     paused = task.pause_note
-    if task.state is TaskState.INPUT_REQUIRED:
+    if task.state is TaskState.INPUT_REQUIRED and task.approvals:
+        parts = _approval_parts(task)
+    elif task.state is TaskState.INPUT_REQUIRED:
         questions = [str(q.get("question") or "") for q in task.questions]
-        text = "\n".join(questions) if questions else "waiting for its subtasks"
-        if paused:
-            text = f"{text}\n({paused})"
+        parts = [Part("text", "\n".join(questions) if questions else "waiting for its subtasks")]
     elif task.state is TaskState.FAILED and task.error:
-        text = str(task.error.get("message", task.error))
+        parts = [Part("text", str(task.error.get("message", task.error)))]
     elif paused:
-        text = paused
+        parts = [Part("text", paused)]
     else:
         return None
+    if paused and task.state is TaskState.INPUT_REQUIRED:  # it waits, and is held too
+        parts[0] = Part("text", f"{parts[0].value}\n({paused})")
     return Message(
         "agent",
-        [Part("text", text)],
+        parts,
         f"{task.id}:{task.event_seq}",
         task_id=str(task.id),
         context_id=context(task),

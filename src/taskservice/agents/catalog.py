@@ -33,9 +33,11 @@ from pydantic_ai.models import Model
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
+from taskservice.agents.approvals import with_approvals
 from taskservice.agents.budgeted import BudgetedModel
-from taskservice.agents.demo import DEMO_MODEL, demo_model
+from taskservice.agents.demo import DEMO_MODEL, DEMO_TOOL_FUNCTIONS, demo_model
 from taskservice.agents.mcp_servers import toolset
 from taskservice.agents.model_client import MODEL_RETRIES, ModelRequestLog
 from taskservice.agents.offline import offline_delay, offline_model
@@ -75,7 +77,7 @@ class AgentCatalog:
 
     def __post_init__(self) -> None:
         self._http: httpx2.AsyncClient | None = None  # for OpenAI-compatible providers
-        self._tools = {**BUILTIN_TOOLS, **self.tools}
+        self._tools = {**BUILTIN_TOOLS, **DEMO_TOOL_FUNCTIONS, **self.tools}
         self.profiles = load_profiles(self.settings, known_tools=set(self._tools))
         self._agents: dict[AgentSpec, Agent[RunHooks, Any]] = {}
 
@@ -169,16 +171,19 @@ class AgentCatalog:
         output: Any = str if profile.output == "text" else dict[str, Any]
         model = self.model_for(spec.model)
         keys = budget_keys(spec.model, self.settings.rate_limits)
+        builtin: AbstractToolset[RunHooks] = FunctionToolset(
+            [
+                Tool(ledgered(name, self._tools[name]), takes_ctx=True, name=name)
+                for name in profile.tools
+            ]
+        )
+        servers = [toolset(server, self.settings) for server in profile.mcp_servers]
         agent = Agent(
             BudgetedModel(model, keys) if keys else model,
             instructions=spec.system_prompt,
             output_type=[output, DeferredToolRequests],
             deps_type=RunHooks,
-            tools=[
-                Tool(ledgered(name, self._tools[name]), takes_ctx=True, name=name)
-                for name in profile.tools
-            ],
-            toolsets=[toolset(server, self.settings) for server in profile.mcp_servers],
+            toolsets=[with_approvals(tools, profile.approvals) for tools in (builtin, *servers)],
             capabilities=self._instrumentation(),
             name=spec.profile,  # the agent's spans are named after its profile
         )

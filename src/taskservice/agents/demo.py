@@ -7,6 +7,9 @@ The `demo` profile runs it. What it does is read from the task's input:
 - `ask`: it asks a question (`input_required`), and goes on with the answer;
 - `spawn 3` (`3 subtasks`, `a subtask`): it spawns that many subtasks (at most 5),
   each a demo taking half its time, and waits for them without holding a worker;
+- `approve`: it calls `publish`, a tool whose calls wait for a person's approval
+  (the profile's `approve`): approved, it publishes (a `log` line); denied, the
+  answer says why;
 
 and it always reports progress and writes its answer word by word. Each step is a real
 model turn (a tool call or the answer), so the events, the ledger, the live output and
@@ -14,7 +17,8 @@ the dashboard show exactly what a real agent's run shows.
 
 ```
 progress 10 % ─▶ [ask_user ─▶ input_required ─▶ the answer] ─▶ [spawn_subtask (n) ─▶
-wait_for_subtasks (parked) ─▶ their results] ─▶ progress 70 % ─▶ the answer, streamed
+wait_for_subtasks (parked) ─▶ their results] ─▶ [publish ─▶ input_required (approval)
+─▶ published, or denied] ─▶ progress 70 % ─▶ the answer, streamed
 ```
 """
 
@@ -27,9 +31,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_ai import RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -38,15 +44,30 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
+from taskservice.agents.approvals import Approvals
+from taskservice.agents.tools import RunHooks
+
 DEMO_MODEL = "demo"
 DEMO_PROFILE = "demo"
-DEMO_TOOLS = ("report_progress", "ask_user", "spawn_subtask", "wait_for_subtasks", "log")
+PUBLISH = "publish"
+DEMO_TOOLS = (
+    "report_progress",
+    "ask_user",
+    "spawn_subtask",
+    "wait_for_subtasks",
+    "log",
+    PUBLISH,
+)
 DEMO_PROMPT = "You are the demo agent: you show what a task's run looks like."
 DEMO_DESCRIPTION = (
     "Offline demo: streams its answer word by word, reports progress; say 'take 20s', "
-    "'ask' or 'spawn 2' in the input."
+    "'ask', 'spawn 2' or 'approve' in the input."
 )
 QUESTION = "Which colour should the answer be written in?"
+DEMO_APPROVALS = Approvals(
+    tools=(PUBLISH,),
+    note="The demo publishes its answer to #demo: approve it, edit the channel, or deny it.",
+)
 
 _DEFAULT_SECONDS = 6.0
 _MAX_SECONDS = 600.0
@@ -56,6 +77,17 @@ _SECONDS = re.compile(r"(\d+(?:\.\d+)?)\s*(?:s|secs?|seconds?)\b", re.IGNORECASE
 _SPAWN = re.compile(r"\bspawn\s+(\d+)|\b(\d+)\s+subtasks?\b", re.IGNORECASE)
 _ONE_SUBTASK = re.compile(r"\b(?:a|one)\s+subtask\b|\bspawn\b", re.IGNORECASE)
 _ASK = re.compile(r"\bask\b", re.IGNORECASE)
+_APPROVE = re.compile(r"\bapprov", re.IGNORECASE)
+
+
+async def publish(ctx: RunContext[RunHooks], channel: str, text: str) -> str:
+    """Publish `text` to `channel` (the demo's side effect: a `log` line saying so).
+    The demo profile's calls of it wait for a person's approval."""
+    await ctx.deps.log("info", f"published to {channel}: {text}")
+    return f"published to {channel}"
+
+
+DEMO_TOOL_FUNCTIONS = {PUBLISH: publish}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +97,7 @@ class Plan:
     seconds: float = _DEFAULT_SECONDS
     ask: bool = False
     subtasks: int = 0
+    approve: bool = False
 
     @classmethod
     def of(cls, prompt: str) -> Plan:
@@ -77,6 +110,7 @@ class Plan:
             seconds=min(float(seconds.group(1)), _MAX_SECONDS) if seconds else _DEFAULT_SECONDS,
             ask=bool(_ASK.search(prompt)),
             subtasks=min(subtasks, _MAX_SUBTASKS),
+            approve=bool(_APPROVE.search(prompt)),
         )
 
 
@@ -99,12 +133,12 @@ def _prompt(messages: list[ModelMessage]) -> str:
 
 
 def _returns(messages: list[ModelMessage]) -> dict[str, list[Any]]:
-    """What each tool returned so far, by tool name."""
+    """What each tool returned so far, by tool name (a denied call: its reason)."""
     out: dict[str, list[Any]] = {}
     for message in messages:
         for part in getattr(message, "parts", ()):
-            if isinstance(part, ToolReturnPart):
-                out.setdefault(part.tool_name, []).append(part.content)
+            if isinstance(part, ToolReturnPart | RetryPromptPart):
+                out.setdefault(part.tool_name or "", []).append(part.content)
     return out
 
 
@@ -114,7 +148,7 @@ def next_step(messages: list[ModelMessage]) -> Step:
     prompt = _prompt(messages)
     plan = Plan.of(prompt)
     done = _returns(messages)
-    steps = 2 + plan.ask + (2 if plan.subtasks else 0)  # turns before the answer
+    steps = 2 + plan.ask + (2 if plan.subtasks else 0) + plan.approve  # turns before the answer
     pause = plan.seconds * (1 - _ANSWER_SHARE) / steps
     progress = len(done.get("report_progress", []))
     if progress == 0:
@@ -130,6 +164,9 @@ def next_step(messages: list[ModelMessage]) -> Step:
         return Step(pause, calls)
     if plan.subtasks and "wait_for_subtasks" not in done:
         return Step(pause, (("wait_for_subtasks", {}),))
+    if plan.approve and PUBLISH not in done:
+        text = f"The demo agent's answer to {prompt[:60]!r}"
+        return Step(pause, ((PUBLISH, {"channel": "#demo", "text": text}),))
     if progress == 1:
         return Step(pause, (("report_progress", {"percent": 70, "note": "writing the answer"}),))
     return Step(plan.seconds * _ANSWER_SHARE, answer=_answer(prompt, plan, done))
@@ -147,6 +184,12 @@ def _answer(prompt: str, plan: Plan, done: dict[str, list[Any]]) -> str:
             f"I spawned {plan.subtasks} subtask{'s' * (plan.subtasks > 1)} and waited for "
             f"them without holding a worker; they ended {', '.join(map(str, states))}."
         )
+    if plan.approve:
+        outcome = str(done.get(PUBLISH, ["?"])[0])
+        if outcome.startswith("published"):
+            said.append(f"You approved publishing it: {outcome}.")
+        else:
+            said.append(f"You did not approve publishing it: {outcome}")
     said.append(
         "Every step of this run was a model turn: the progress reports and questions "
         "are tool calls in the ledger, and these words reached you as live deltas, "

@@ -10,17 +10,20 @@ from __future__ import annotations
 import json
 import logging
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic_ai.models import Model
 
+from taskservice.agents.approvals import APPROVAL_KEYS, ApprovalConfigError, Approvals
 from taskservice.agents.demo import (
+    DEMO_APPROVALS,
     DEMO_DESCRIPTION,
     DEMO_MODEL,
     DEMO_PROFILE,
     DEMO_PROMPT,
+    DEMO_TOOL_FUNCTIONS,
     DEMO_TOOLS,
 )
 from taskservice.agents.mcp_servers import McpServer, McpServerError, parse_servers
@@ -57,6 +60,7 @@ class AgentProfile:
     description: str = ""
     mcp_servers: tuple[McpServer, ...] = ()  # whose tools it gets too (`mcp_servers.py`)
     remote: RemoteAgent | None = None  # kind `a2a`: its tasks are delegated there
+    approvals: Approvals = field(default_factory=Approvals)  # calls that wait for a person
 
 
 _PROFILE_KEYS = {
@@ -69,6 +73,7 @@ _PROFILE_KEYS = {
     "output",
     "description",
     "mcp_servers",
+    *APPROVAL_KEYS,
 }
 
 
@@ -76,6 +81,7 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
     """The `default` profile from settings and the built-in `demo` (`demo.py`), then
     any from `TASKSERVICE_AGENTS_FILE` (TOML or JSON: a table per profile under
     `agents`; one named like a built-in replaces it)."""
+    known_tools = known_tools | set(DEMO_TOOL_FUNCTIONS)  # the catalog always has them
     default = AgentProfile(
         name=DEFAULT_PROFILE,
         system_prompt=settings.default_system_prompt,
@@ -90,6 +96,7 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
         tools=DEMO_TOOLS,
         request_limit=30,
         description=DEMO_DESCRIPTION,
+        approvals=DEMO_APPROVALS,
     )
     profiles = {DEFAULT_PROFILE: default}
     if settings.demo_agent:
@@ -125,6 +132,7 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
             output=spec.get("output", base.output),
             description=str(spec.get("description", "")),
             mcp_servers=_servers(name, spec.get("mcp_servers", [])),
+            approvals=_approvals(name, spec, base.approvals),
         )
     allow = AllowList.parse(settings.webhook_allow_targets)
     for profile in profiles.values():
@@ -154,6 +162,15 @@ def _remote_profile(name: str, spec: dict[str, Any]) -> AgentProfile:
         description=str(spec.get("description", "")),
         remote=remote,
     )
+
+
+def _approvals(profile: str, spec: dict[str, Any], base: Approvals) -> Approvals:
+    if not set(spec) & APPROVAL_KEYS:
+        return base
+    try:
+        return Approvals.parse(profile, spec)
+    except ApprovalConfigError as exc:
+        raise ProfileError(str(exc)) from exc
 
 
 def _servers(profile: str, raw: Any) -> tuple[McpServer, ...]:

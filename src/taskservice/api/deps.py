@@ -61,6 +61,12 @@ class CallerContext:
     via_token: bool = False  # a stream token: event streams only
 
     @property
+    def who(self) -> str:
+        """Who acts, as a pause or a decision records it (`by`): the caller's API key
+        (`key:<id>`), or open mode (`open`)."""
+        return f"key:{self.key_id}" if self.key_id is not None else "open"
+
+    @property
     def service(self) -> TaskService:
         return self.runtime.service
 
@@ -104,11 +110,6 @@ class CallerContext:
         """Whether the caller's key still holds: streams outlive their request and
         ask again as they go, so revoking a key ends them."""
         return await self.runtime.auth.still_valid(self.key_id)
-
-
-def paused_by(caller: CallerContext) -> str:
-    """Who a pause or resume names (`by`): the caller's API key, or open mode."""
-    return f"key:{caller.key_id}" if caller.key_id is not None else "open"
 
 
 # Dependencies are `async def` on purpose: FastAPI runs plain `def` ones in a thread

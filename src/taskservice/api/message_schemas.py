@@ -13,12 +13,33 @@ from taskservice.domain.models import Followup
 from taskservice.domain.views import TaskOut
 
 
+class Decision(Request):
+    approve: bool = Field(description="Make the call (true) or not (false).")
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="Approving: the arguments to make the call with instead of the model's "
+        "(checked against the tool's `schema` in the request: a 422 otherwise).",
+    )
+    reason: str | None = Field(
+        default=None,
+        max_length=2_000,
+        description="Denying: why; the model reads it as the call's result.",
+    )
+
+
 class InputGiven(Request):
     answers: dict[str, Annotated[str, Field(max_length=65_536)]] | None = Field(
         default=None, description="Answers by question id (see the task's `input_request`)."
     )
     answer: str | None = Field(
         default=None, max_length=65_536, description="The answer, when one question is asked."
+    )
+    approvals: dict[str, Decision] | None = Field(
+        default=None,
+        description="Decisions by tool call id on the calls the task waits on a person's "
+        "approval of (`input_request.kind` `approvals`): all of them, or some now and the "
+        "rest later; the task runs again once none is undecided.",
+        examples=[{"call_1": {"approve": True}, "call_2": {"approve": False, "reason": "no"}}],
     )
 
 

@@ -457,6 +457,12 @@ class CallOut(BaseModel):
     status: str = Field(description="pending, in_progress, completed or failed.")
     result: Any = None
     error: str | None = None
+    approval: dict[str, Any] | None = Field(
+        default=None,
+        description="A call that waited for a person's approval: the decision (`approved`, "
+        "`by`, `via`, `at`; approved: the `arguments` it is made with and whether they "
+        "were `edited`; denied: the `reason`).",
+    )
     attempt: int
     created_at: datetime
     started_at: datetime | None = None

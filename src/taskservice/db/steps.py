@@ -188,7 +188,7 @@ WHERE task_id = :p_id AND position > :p_after ORDER BY position LIMIT :p_limit
 
 _CALLS = Statement(
     text("""
-SELECT id, tool_call_id, name, arguments, status, result, error, attempt,
+SELECT id, tool_call_id, name, arguments, status, result, error, approval, attempt,
        created_at, started_at, finished_at
 FROM task_calls WHERE task_id = :p_id AND id > :p_after ORDER BY id LIMIT :p_limit
 """).bindparams(
@@ -212,7 +212,8 @@ ORDER BY seq DESC LIMIT 1
 
 _ALL_CALLS = Statement(
     text(
-        "SELECT tool_call_id, name, status, result, error FROM task_calls WHERE task_id = :p_id"
+        "SELECT tool_call_id, name, status, result, error, approval FROM task_calls "
+        "WHERE task_id = :p_id"
     ).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)))
 )
 

@@ -186,6 +186,13 @@ tasks = Table(
             "parent_id IS NULL AND state IN ('completed', 'failed', 'cancelled')"
         ),
     ),
+    # Approval deadlines: waiting tasks by when nobody answering decides for them
+    # (migration 0024, `db/approvals.py`).
+    Index(
+        "ix_tasks_input_deadline",
+        "wake_at",
+        postgresql_where=text("state = 'input_required' AND wake_at IS NOT NULL"),
+    ),
     # The reaper: running tasks ordered by lease expiry.
     Index(
         "ix_tasks_lease_expiry",
@@ -365,6 +372,9 @@ task_calls = Table(
     Column("status", Text, nullable=False),
     Column("result", JSONB),
     Column("error", Text),
+    # A call that waited for a person's approval: the decision (approved, by, at,
+    # arguments, reason), written as the task resumes (migration 0024).
+    Column("approval", JSONB),
     Column("attempt", Integer, nullable=False),
     created(),
     Column("started_at", TZ),

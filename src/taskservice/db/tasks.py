@@ -140,6 +140,13 @@ WHERE task_calls.task_id = :p_id AND task_calls.tool_call_id = x.id
 """).bindparams(bindparam("p_id", type_=UUID(as_uuid=True)), bindparam("p_answers", type_=JSONB))
 )
 
+
+async def answer_calls(conn: Any, task_id: uuid.UUID, answers: Mapping[str, str]) -> None:
+    """Complete the question calls `answers` answers (by call id), on `conn`."""
+    params = {"p_id": task_id, "p_answers": [{"id": k, "answer": v} for k, v in answers.items()]}
+    await conn.execute(_ANSWER_CALLS.sql, *_ANSWER_CALLS.args(params))
+
+
 # Tasks a free message may reach (`usecases/inbox.TaskInbox.live`): waiting for the
 # answer to one question, or, within a context, taking follow-ups.
 _LIVE_IN_CONTEXT = Statement(
@@ -405,7 +412,7 @@ class TaskStore:
             row = await conn.fetchrow(statement.sql, *statement.args(params))
             if row is None:
                 return None
-            await conn.execute(_ANSWER_CALLS.sql, *_ANSWER_CALLS.args(params))
+            await answer_calls(conn, task_id, answers)
         return task_from_row(row)
 
     async def live_in_context(self, *, tenant: str, context_id: str | None) -> list[Task]:

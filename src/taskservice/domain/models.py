@@ -121,7 +121,10 @@ class Task:
         """The questions the task waits on (`id`, `question`, …): none unless it is
         `input_required` on questions (rather than on its subtasks)."""
         request = self.input_request if isinstance(self.input_request, dict) else {}
-        if self.state is not TaskState.INPUT_REQUIRED or request.get("kind") != "questions":
+        if self.state is not TaskState.INPUT_REQUIRED or request.get("kind") not in (
+            "questions",
+            "approvals",  # questions asked in the same response as the calls
+        ):
             return []
         return [q for q in request.get("questions", []) if isinstance(q, dict) and q.get("id")]
 
@@ -139,6 +142,15 @@ class Task:
         reason = self.paused.get("reason")
         why = f" ({reason})" if reason else ""
         return f"paused: {who}{why}; it does not run until it is resumed"
+
+    @property
+    def approvals(self) -> list[dict[str, Any]]:
+        """The tool calls the task waits on a person's approval of (`id`, `tool`,
+        `arguments`, `schema`, `note`; `decision` once decided)."""
+        request = self.input_request if isinstance(self.input_request, dict) else {}
+        if self.state is not TaskState.INPUT_REQUIRED or request.get("kind") != "approvals":
+            return []
+        return [a for a in request.get("approvals", []) if isinstance(a, dict) and a.get("id")]
 
     @property
     def unread(self) -> int:
@@ -160,7 +172,8 @@ class EventType(StrEnum):
     `tool_result` tool_call_id, name, status, arguments or result or error; `progress`
     percent, note; `log` level (debug, info, warning, error), message (and `dropped:
     true` on the line saying the task reached its limit of lines); `webhook_disabled`
-    the webhook and why; `paused` by, reason, scope; `resumed` by."""
+    the webhook and why; `paused` by, reason, scope; `resumed` by; `approval`
+    tool_call_id, tool, approved, by, via, arguments or reason."""
 
     STATE_CHANGE = "state_change"  # from, to; worker and attempt, cause, answered, reason
     CLAIMED = "claimed"  # a worker took over a running task: worker, attempt
@@ -181,6 +194,9 @@ class EventType(StrEnum):
     # held: by (who), reason, scope ("task": paused alone, "agent": its profile's brake)
     PAUSED = "paused"
     RESUMED = "resumed"  # let go: by
+    # a person approved or denied a tool call: tool_call_id, tool, approved, by, via,
+    # arguments (approved: those the call is made with), reason (denied)
+    APPROVAL = "approval"
 
 
 @dataclass(frozen=True, slots=True)

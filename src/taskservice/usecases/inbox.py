@@ -3,6 +3,8 @@ follow-up for its run.
 
 ```
 input_required, asking questions   → the answers; the same conversation resumes
+input_required, on approvals       → decisions (`usecases/approvals.py`): a JSON
+                                        object, `{"approve": …}` or `{"approvals": …}`
 pending, running, parked on subtasks → queued (`db/followups`); the run reads it at
                                         its next model request, as a user message
 completed, failed, cancelled         → refused (409): a finished task takes no more
@@ -21,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from taskservice.db.approvals import ApprovalStore
 from taskservice.db.followups import FollowupStore, KeyTaken
 from taskservice.db.tasks import TaskStore
 from taskservice.domain.content import as_text, check_message, field_json
@@ -28,6 +31,7 @@ from taskservice.domain.errors import Conflict, InvalidRequest
 from taskservice.domain.models import Followup, Task
 from taskservice.domain.states import TaskState
 from taskservice.settings import Settings
+from taskservice.usecases.approvals import ApprovalDesk
 
 _PREVIEW_CHARS = 500
 # A message re-reads and retries when the task moved under it (it began waiting for
@@ -66,6 +70,8 @@ class TaskInbox:
         self.followups = followups
         self.settings = settings
         self._get = get  # TaskService.get: the task, or NotFound
+        # Decisions on the tool calls a task waits on a person's approval of.
+        self.approvals = ApprovalDesk(store=ApprovalStore(store.db), get=get)
 
     async def send(
         self, *, tenant: str, task_id: str | uuid.UUID, input: Any, key: str | None = None
@@ -77,11 +83,20 @@ class TaskInbox:
         return await self.send_to(task, input=input, key=key, checked=True)
 
     async def send_to(
-        self, task: Task, *, input: Any, key: str | None = None, checked: bool = False
+        self,
+        task: Task,
+        *,
+        input: Any,
+        key: str | None = None,
+        checked: bool = False,
+        via: str = "rest",
     ) -> Sent:
-        """`send` to a task the caller has just read."""
+        """`send` to a task the caller has just read (`via`: which transport, which a
+        decision on a tool call records)."""
         if not checked:
             check_message(input, self.settings)
+        if task.approvals:
+            return Sent(await self._decide(task, input, via=via), None)
         tenant = task.tenant
         if key is not None:
             sent = await self.followups.by_key(task.id, key)
@@ -114,6 +129,22 @@ class TaskInbox:
             task = await self._get(tenant=tenant, task_id=task.id)  # it moved meanwhile
         raise Conflict("the task kept changing state; retry the message")
 
+    async def _decide(self, task: Task, input: Any, *, via: str) -> Task:
+        """A message to a task waiting on approvals: the decisions it carries, as a
+        JSON object: `{"approvals": {call id: decision}}`, or one decision
+        (`{"approve": true|false, …}`) on the one undecided call."""
+        undecided = [a["id"] for a in task.approvals if "decision" not in a]
+        if isinstance(input, dict) and isinstance(input.get("approvals"), dict):
+            return await self.approvals.decide_on(task, approvals=input["approvals"], via=via)
+        if isinstance(input, dict) and "approve" in input and len(undecided) == 1:
+            return await self.approvals.decide_on(task, approvals={undecided[0]: input}, via=via)
+        raise Conflict(
+            f"the task waits for a decision on {len(undecided)} tool call(s): send "
+            '{"approve": true|false} for one, or {"approvals": {<call id>: {"approve": …}}}',
+            state=task.state.value,
+            undecided=undecided,
+        )
+
     def _replay(self, task: Task, sent: Followup, input: Any) -> Sent:
         if field_json("input", sent.input) != field_json("input", input):
             raise Conflict(
@@ -143,6 +174,11 @@ class TaskInbox:
             raise Conflict(
                 f"task is {task.state.value}, not waiting for input", state=task.state.value
             )
+        if task.approvals:  # questions asked with calls to approve: answered with them
+            asked_with = [q["id"] for q in task.questions if "answer" not in q]
+            if answer is not None and len(asked_with) == 1:
+                answers = {asked_with[0]: answer}
+            return await self.approvals.decide_on(task, approvals={}, answers=answers)
         asked = _asks(task)
         if asked is None:
             raise Conflict("task waits for its subtasks, not for input", state=task.state.value)

@@ -12,6 +12,7 @@ task's are not, until a stream asks for them.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent
@@ -27,6 +28,7 @@ from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
 
+from taskservice.agents.approvals import Approvals
 from taskservice.agents.catalog import AgentCatalog, streams
 from taskservice.agents.mcp_servers import McpServerError
 from taskservice.agents.tools import ASK_USER, WAITS_FOR_SUBTASKS, current_run
@@ -44,6 +46,7 @@ from taskservice.worker.outcomes import (
     Outcome,
     WaitsForBudget,
 )
+from taskservice.worker.resume import ApprovalTimedOut
 
 if TYPE_CHECKING:  # the runtime loads it only where a profile delegates
     from taskservice.worker.delegation import Delegator
@@ -75,8 +78,12 @@ def failure_of(exc: Exception) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
 
 
-def waiting_for(requests: DeferredToolRequests) -> dict[str, Any]:
-    """The task's `input_request`: questions for a person, else its subtasks."""
+def waiting_for(
+    requests: DeferredToolRequests, approvals: Approvals | None = None
+) -> tuple[dict[str, Any], datetime | None]:
+    """The task's `input_request`: tool calls for a person to approve (and the
+    questions asked with them), else questions for a person, else its subtasks; and
+    when nobody answering decides (the profile's approval deadline, or None)."""
     questions = [
         {
             "id": call.tool_call_id,
@@ -86,12 +93,35 @@ def waiting_for(requests: DeferredToolRequests) -> dict[str, Any]:
         for call in requests.calls
         if call.tool_name == ASK_USER
     ]
+    if requests.approvals:
+        approvals = approvals or Approvals()
+        asked: dict[str, Any] = {
+            "kind": "approvals",
+            "approvals": [
+                {
+                    "id": call.tool_call_id,
+                    "tool": call.tool_name,
+                    "arguments": call.args_as_dict(),
+                    "schema": requests.metadata.get(call.tool_call_id, {}).get("schema"),
+                    "note": approvals.note,
+                }
+                for call in requests.approvals
+            ],
+        }
+        if questions:
+            asked["questions"] = questions
+        deadline = None
+        if approvals.timeout_seconds is not None:
+            deadline = datetime.now(UTC) + timedelta(seconds=approvals.timeout_seconds)
+            asked["deadline"] = deadline.isoformat()
+            asked["on_timeout"] = approvals.on_timeout
+        return asked, deadline
     if questions:
-        return {"kind": "questions", "questions": questions}
+        return {"kind": "questions", "questions": questions}, None
     # The call the subtasks' outcomes complete (another waiting call of the same
     # response runs again on resume: `ask_agent` finds its subtask, ended).
     wait = next(c for c in requests.calls if c.tool_name in WAITS_FOR_SUBTASKS)
-    return {"kind": "subtasks", "call_id": wait.tool_call_id}
+    return {"kind": "subtasks", "call_id": wait.tool_call_id}, None
 
 
 async def _streamed(node: Any, run: AgentRun[Any, Any], live: LiveOutput) -> None:
@@ -149,7 +179,11 @@ class Executor:
             agent = self.catalog.build(task.agent)
         except UserError as exc:  # e.g. an unknown provider or a missing API key
             return Failed(failure_of(exc), ledger.usage)
-        history, settled = await ledger.resume_state()
+        try:
+            history, settled = await ledger.resume_state()
+        except ApprovalTimedOut as exc:
+            error = {"type": "approval_timeout", "code": "approval_timeout", "message": str(exc)}
+            return Failed(error, ledger.usage)
         live = self._live_output(task, ledger) if streams(agent) else None
         gate = None
         if self.budgets is not None:
@@ -199,7 +233,8 @@ class Executor:
         assert result is not None
         output = result.output
         if isinstance(output, DeferredToolRequests):
-            return NeedsInput(waiting_for(output), ledger.usage)
+            request, deadline = waiting_for(output, profile.approvals)
+            return NeedsInput(request, ledger.usage, deadline)
         return Completed(output, ledger.usage)
 
     def _live_output(self, task: Task, ledger: RunLedger) -> LiveOutput | None:

@@ -149,14 +149,16 @@ class RunLedger(RunHooks):
         lines = [resumed(self.task.attempt, cause, len(history), forked_from=self.task.forked_from)]
         pending = open_tool_calls(history)
         calls = await self._patiently(lambda: self.store.all_calls(self.task.id)) if pending else {}
-        results, interrupted, said = settled(pending, calls)
+        results, approvals, interrupted, said = settled(pending, calls)
         lines += said
         await self._write([self.store.log_event(level, message) for level, message in lines])
         for part in interrupted:
             await self._call(
                 part.tool_call_id, part.tool_name, part.args, "failed", error=INTERRUPTED
             )
-        return history, DeferredToolResults(calls=results) if results else None
+        if not results and not approvals:
+            return history, None
+        return history, DeferredToolResults(calls=results, approvals=approvals)
 
     # -- follow-ups -------------------------------------------------------------
 

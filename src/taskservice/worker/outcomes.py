@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from taskservice.common.rate_limits import Throttled
@@ -22,10 +23,12 @@ class Failed:
 
 @dataclass(frozen=True, slots=True)
 class NeedsInput:
-    """The agent asked questions; the task waits in `input_required`."""
+    """The agent asked questions, or a tool call waits for approval; the task waits
+    in `input_required` (until `deadline`, when one applies: `wake_at`)."""
 
     request: dict[str, Any]
     usage: dict[str, int]
+    deadline: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

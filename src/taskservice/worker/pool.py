@@ -484,7 +484,11 @@ class WorkerPool:
             values = {"result": outcome.result, "usage": outcome.usage}
         elif isinstance(outcome, NeedsInput):
             target = TaskState.INPUT_REQUIRED
-            values = {"input_request": outcome.request, "usage": outcome.usage}
+            values = {
+                "input_request": outcome.request,
+                "usage": outcome.usage,
+                "wake_at": outcome.deadline,  # an approval's deadline, or none
+            }
         else:
             target = TaskState.FAILED
             values = {"error": outcome.error, "usage": outcome.usage}

@@ -13,8 +13,10 @@ from typing import Any
 
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ToolCallPart, ToolReturn
+from pydantic_ai.tools import ToolApproved, ToolDenied
 
 from taskservice.agents.tools import ASK_AGENT, ASK_USER, LogLevel, asked_outcome
+from taskservice.db.approvals import denial
 from taskservice.db.sql import Row
 
 INTERRUPTED = "interrupted: the worker running this tool call stopped before it reported back"
@@ -70,24 +72,64 @@ def resumed(
         return "info", f"{line}: its model request's rate limit slot has come"
     if data.get("cause") == "subtasks_finished":
         return "info", f"{line}: its subtasks finished"
+    if "decided" in data:
+        return "info", f"{line}: its tool calls were decided"
     if "answered" in data:
         return "info", f"{line}: its input arrived"
     return "info", line
 
 
+class ApprovalTimedOut(Exception):
+    """Nobody decided on these calls before their deadline, and their profile fails
+    the task then: the run ends before it begins."""
+
+    def __init__(self, tools: list[str]) -> None:
+        super().__init__(
+            f"nobody decided on the {', '.join(tools)} call(s) before the approval deadline"
+        )
+
+
+def decided(approval: dict[str, Any]) -> ToolApproved | ToolDenied:
+    """A person's decision on a call that waited for it, as the run is handed it: an
+    approved call is made (with the arguments they edited, if they did); a denied
+    one returns its reason to the model."""
+    if approval.get("approved"):
+        edited = approval.get("arguments") if approval.get("edited") else None
+        return ToolApproved(override_args=edited)
+    return ToolDenied(denial(approval) or "denied")
+
+
 def settled(
     pending: list[ToolCallPart], calls: dict[str, Row]
-) -> tuple[dict[str, Any], list[ToolCallPart], list[tuple[LogLevel, str]]]:
+) -> tuple[dict[str, Any], dict[str, Any], list[ToolCallPart], list[tuple[LogLevel, str]]]:
     """The tool calls the last response asked for (`pending`), settled from the
-    ledger's rows of them (`calls`): the results to hand the run, the calls that
-    were interrupted (to be marked failed), and the `log` lines saying so."""
+    ledger's rows of them (`calls`): the results to hand the run, the decisions on
+    the calls that waited for approval (and are not made yet), the calls that were
+    interrupted (to be marked failed), and the `log` lines saying so."""
     said: list[tuple[LogLevel, str]] = []
     results: dict[str, Any] = {}
+    approvals: dict[str, Any] = {}
     interrupted: list[ToolCallPart] = []
+    # Denials that end the run (a deadline's, on a profile that fails the task).
+    fails = [
+        part.tool_name
+        for part in pending
+        if (row := calls.get(part.tool_call_id)) is not None
+        and (row["approval"] or {}).get("fails")
+    ]
+    if fails:
+        raise ApprovalTimedOut(fails)
     for part in pending:
         row = calls.get(part.tool_call_id)
         status = row["status"] if row is not None else "pending"
-        if row is not None and status == "completed":
+        approval = row["approval"] if row is not None else None
+        if approval is not None and (status == "pending" or not approval.get("approved")):
+            # Decided, and not made yet (or denied): the decision goes to the run,
+            # which makes an approved call now, once.
+            approvals[part.tool_call_id] = decided(approval)
+            verb = "approved" if approval.get("approved") else "denied"
+            said.append(("info", f"tool call {part.tool_name} ({part.tool_call_id}) was {verb}"))
+        elif row is not None and status == "completed":
             result = row["result"]
             if part.tool_name == ASK_AGENT and isinstance(result, list):
                 # Completed with every subtask's outcome: it answers with its own.
@@ -109,4 +151,4 @@ def settled(
         elif row is not None and status == "failed":
             results[part.tool_call_id] = ToolFailed(row["error"] or "failed")
         # pending: it never started, so this run executes it
-    return results, interrupted, said
+    return results, approvals, interrupted, said

@@ -7,6 +7,9 @@ Each tick
 - fires the slots of the schedules that are due (`usecases/schedules.ScheduleService`):
   exactly once across processes, each slot's task committed with the schedule's
   move to its next slot.
+- about once a second, applies the approval deadlines that have passed
+  (`usecases/approvals.ApprovalDesk.expire`): a task nobody decided for in time has
+  its calls denied, or fails, as its profile says.
 
 It ticks every `TICK` seconds, sooner when the next delayed task or schedule is due
 sooner, so a task starts within about `TICK` of its time, at once when that time
@@ -27,6 +30,7 @@ from taskservice.db.schedules import ScheduleStore
 log = logging.getLogger(__name__)
 
 TICK = 0.5  # seconds: at most this late after a task's run_at or a schedule's slot
+EXPIRE_EVERY = 1.0  # seconds: at most about this late after an approval's deadline
 _MIN_SLEEP = 0.005
 _RETRY_DELAY = 1.0  # after a database error
 
@@ -37,12 +41,16 @@ class Scheduler:
         store: ScheduleStore,
         *,
         fire: Callable[[], Awaitable[int]] | None = None,
+        expire: Callable[[], Awaitable[int]] | None = None,
         tick: float = TICK,
     ) -> None:
-        """`fire()` starts the due schedules' slots, returning how many it fired."""
+        """`fire()` starts the due schedules' slots, returning how many it fired;
+        `expire()` applies the approval deadlines that passed."""
         self.store = store
         self.tick = tick
         self._fire = fire
+        self._expire = expire
+        self._expired_at = 0.0  # when `expire` last ran (the loop's clock)
         self._wakers: list[Callable[[], None]] = []
         self._expecting = False  # the last tick knew a task would be due by the next
         self._loop: asyncio.Task[None] | None = None
@@ -65,6 +73,10 @@ class Scheduler:
         when tasks became claimable, or when the last tick knew a task would be due by
         now (another process may have promoted it first)."""
         expected, self._expecting = self._expecting, False
+        now = asyncio.get_running_loop().time()
+        if self._expire is not None and now - self._expired_at >= EXPIRE_EVERY:
+            self._expired_at = now
+            await self._expire()  # the tasks it resumes wake the workers by their events
         tick = await self.store.tick()
         while tick.full:  # a backlog after downtime: all of it, batch by batch
             self._wake()

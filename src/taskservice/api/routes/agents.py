@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body
 
-from taskservice.api.deps import Caller, paused_by
+from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.schemas import (
     BrakeChange,
@@ -70,7 +70,7 @@ async def pause_agent(
     brake = await caller.service.pause_agent(
         tenant=caller.tenant,
         profile=name,
-        by=paused_by(caller),
+        by=caller.who,
         reason=body.reason if body else None,
     )
     return BrakeChange(name=name, paused=_brake_out(brake), tasks=brake.tasks)
@@ -87,7 +87,5 @@ async def pause_agent(
     "nothing (`tasks`: 0).",
 )
 async def resume_agent(name: str, caller: Caller) -> BrakeChange:
-    brake = await caller.service.resume_agent(
-        tenant=caller.tenant, profile=name, by=paused_by(caller)
-    )
+    brake = await caller.service.resume_agent(tenant=caller.tenant, profile=name, by=caller.who)
     return BrakeChange(name=name, paused=None, tasks=brake.tasks if brake else 0)

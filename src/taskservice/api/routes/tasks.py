@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 
 from taskservice.api import streams
-from taskservice.api.deps import Caller, Reader, get_caller, paused_by
+from taskservice.api.deps import Caller, Reader, get_caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.message_schemas import FollowupIn, InputGiven, MessageSent
 from taskservice.api.params import INT32_MAX, INT64_MAX, Count, Timestamp
@@ -33,7 +33,7 @@ from taskservice.api.schemas import (
 )
 from taskservice.api.sse import SSE_CONTENT
 from taskservice.domain.content import IDEMPOTENCY_KEY_MAX_LENGTH
-from taskservice.domain.errors import Forbidden
+from taskservice.domain.errors import Forbidden, InvalidRequest
 from taskservice.domain.models import EventType, TaskFilter
 from taskservice.domain.states import TaskState
 from taskservice.domain.views import TaskOut
@@ -257,7 +257,7 @@ async def pause_task(
     reason = body.reason if body else None
     return TaskOut.of(
         await caller.service.pause(
-            tenant=caller.tenant, task_id=task_id, by=paused_by(caller), reason=reason
+            tenant=caller.tenant, task_id=task_id, by=caller.who, reason=reason
         )
     )
 
@@ -275,7 +275,7 @@ async def pause_task(
 )
 async def resume_task(task_id: TaskId, caller: Caller) -> TaskOut:
     return TaskOut.of(
-        await caller.service.resume(tenant=caller.tenant, task_id=task_id, by=paused_by(caller))
+        await caller.service.resume(tenant=caller.tenant, task_id=task_id, by=caller.who)
     )
 
 
@@ -347,9 +347,23 @@ async def list_task_events(
     operation_id="provideTaskInput",
     response_model=TaskOut,
     responses=problem_responses(400, 401, 404, 409, 413, 415, 422),
-    summary="Answer a task that waits for input",
+    summary="Answer a task that waits for input, or decide on its tool calls",
 )
 async def provide_task_input(task_id: TaskId, body: InputGiven, caller: Caller) -> TaskOut:
+    if body.approvals is not None:
+        if body.answer is not None:
+            raise InvalidRequest("with `approvals`, answer questions by id (`answers`)")
+        task = await caller.inbox.approvals.decide(
+            tenant=caller.tenant,
+            task_id=task_id,
+            approvals={
+                call: decision.model_dump(exclude_none=True)
+                for call, decision in body.approvals.items()
+            },
+            answers=body.answers,
+            by=caller.who,
+        )
+        return TaskOut.of(task)
     task = await caller.inbox.answer(
         tenant=caller.tenant, task_id=task_id, answers=body.answers, answer=body.answer
     )
