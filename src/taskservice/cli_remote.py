@@ -1,7 +1,7 @@
 """The `taskservice` verbs that talk to a running service over HTTP, through the
 Python client (`taskservice.client`): `submit [--follow]`, `fork ID [--at N]
-[--follow]`, `tasks list | get | cancel | pause | resume | input` and `agents list |
-pause | resume` (the brake). `--follow` exits with the task's final state
+[--follow]`, `tasks list | get | cancel | pause | resume | input | approve | deny`
+and `agents list | pause | resume` (the brake). `--follow` exits with the task's final state
 (`EXIT_CODES`); an unreachable service is exit code 4, a request the service refused
 (its problem printed as `error: …`) 5, and Ctrl-C 130, saying that the task goes on."""
 
@@ -162,6 +162,11 @@ async def _tasks(client: Any, args: argparse.Namespace) -> int:
         _print(await client.pause(args.id, reason=args.reason))
     elif args.tasks_command == "resume":
         _print(await client.resume(args.id))
+    elif args.tasks_command == "approve":
+        arguments = json.loads(args.arguments) if args.arguments else None
+        _print(await client.approve(args.id, args.call, arguments=arguments))
+    elif args.tasks_command == "deny":
+        _print(await client.deny(args.id, args.call, reason=args.reason))
     else:
         _print(await client.provide_input(args.id, answer=args.answer))
     return 0
@@ -218,7 +223,9 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     fork.set_defaults(func=_remote(_fork))
 
     tasks = sub.add_parser(
-        "tasks", help="list, get, cancel, pause, resume or answer tasks (over HTTP)"
+        "tasks",
+        help="list, get, cancel, pause, resume or answer tasks, decide on their tool calls "
+        "(over HTTP)",
     )
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True)
     listing = tasks_sub.add_parser("list", help="the newest tasks, as JSON")
@@ -253,7 +260,14 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     answer = tasks_sub.add_parser("input", help="answer a task waiting for input")
     answer.add_argument("id", help="the task's id")
     answer.add_argument("answer", help="the answer, as text")
-    for command in (listing, get, cancel, pause, resume, answer):
+    approve = tasks_sub.add_parser("approve", help="approve a tool call the task waits on")
+    deny = tasks_sub.add_parser("deny", help="deny a tool call the task waits on")
+    for decision in (approve, deny):
+        decision.add_argument("id", help="the task's id")
+        decision.add_argument("call", nargs="?", help="the tool call's id (if it waits on several)")
+    approve.add_argument("--arguments", help="a JSON object: the call's arguments instead")
+    deny.add_argument("--reason", help="why (the model reads it as the call's result)")
+    for command in (listing, get, cancel, pause, resume, answer, approve, deny):
         _add_remote(command)
     tasks.set_defaults(func=_remote(_tasks))
 

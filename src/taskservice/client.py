@@ -195,6 +195,51 @@ class TaskClient:
         task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/input", json=body)
         return task
 
+    async def approve(
+        self,
+        task_id: str,
+        call_id: str | None = None,
+        *,
+        arguments: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Approve a tool call the task waits on (`call_id`: None when it waits on
+        one), with `arguments` instead of the model's if given; the task as it is
+        then (running again once no call is undecided)."""
+        decision: dict[str, Any] = {"approve": True}
+        if arguments is not None:
+            decision["arguments"] = arguments
+        return await self.decide(task_id, {await self._undecided(task_id, call_id): decision})
+
+    async def deny(
+        self, task_id: str, call_id: str | None = None, *, reason: str | None = None
+    ) -> dict[str, Any]:
+        """Deny a tool call the task waits on: not made; the model reads `reason`."""
+        decision: dict[str, Any] = {"approve": False}
+        if reason:
+            decision["reason"] = reason
+        return await self.decide(task_id, {await self._undecided(task_id, call_id): decision})
+
+    async def decide(self, task_id: str, approvals: dict[str, Any]) -> dict[str, Any]:
+        """Decisions on the task's tool calls, by call id (`{"approve": …}` each)."""
+        body = {"approvals": approvals}
+        task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/input", json=body)
+        return task
+
+    async def _undecided(self, task_id: str, call_id: str | None) -> str:
+        if call_id is not None:
+            return call_id
+        task = await self.get(task_id)
+        request = task.get("input_request") or {}
+        undecided = [a["id"] for a in request.get("approvals", []) if "decision" not in a]
+        if len(undecided) != 1:
+            detail = (
+                f"the task waits on {len(undecided)} tool calls' approval: name one of {undecided}"
+                if undecided
+                else f"the task is {task['state']}, not waiting for a tool call's approval"
+            )
+            raise TaskServiceError(409, {"title": "Conflict", "detail": detail})
+        return str(undecided[0])
+
     async def stream(
         self, task_id: str, *, after: int = 0, deltas: bool = False
     ) -> AsyncIterator[dict[str, Any]]:

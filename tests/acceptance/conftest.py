@@ -9,9 +9,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +23,18 @@ pytestmark = pytest.mark.slow
 
 STARTUP_TIMEOUT = 60.0  # seconds
 READY_SAID = f"taskservice {__version__} ready in "  # serve's start-up block begins so
+
+
+def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """What `check` returns once it is truthy, polled for at most `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s")
+        time.sleep(0.1)
 
 
 def free_port() -> int:

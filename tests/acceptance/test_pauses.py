@@ -6,26 +6,14 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.acceptance.conftest import cli_env, serve
+from tests.acceptance.conftest import cli_env, serve, until
 
 pytestmark = pytest.mark.slow
-
-
-def _until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s")
-        time.sleep(0.1)
 
 
 def test_a_paused_pending_task_is_never_claimed_across_a_crash_and_a_restart(
@@ -60,7 +48,7 @@ def test_a_paused_pending_task_is_never_claimed_across_a_crash_and_a_restart(
         assert [t["id"] for t in listed] == [held["id"]]
 
         assert http.post(f"/v1/tasks/{held['id']}/resume").json()["paused"] is None
-        finished = _until(
+        finished = until(
             lambda: (
                 (t := http.get(f"/v1/tasks/{held['id']}", params={"wait": 5}).json())["state"]
                 == "completed"

@@ -2,7 +2,9 @@
 
 `count` records each execution in a file; `hang` marks that it started, then never
 returns; the `scripted` model calls count, then hang, then answers with what it was
-told about both.
+told about both. `refund` records each execution in a file too; the `refunder` model
+calls it once (a profile that makes it wait for approval), then answers with what it
+was told.
 """
 
 from __future__ import annotations
@@ -57,5 +59,25 @@ async def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart(f"c1={told.get('c1')} | c2={told.get('c2')}")])
 
 
-TOOLS = {"count": count, "hang": hang}
-MODELS = {"scripted": FunctionModel(play)}
+async def refund(ctx: RunContext[Any], order: str, amount: int) -> str:
+    """Refunds `amount` on `order`: records each execution."""
+    with (STATE / "refunds.log").open("a") as log:
+        log.write(f"{os.getpid()} {order} {amount}\n")
+    return f"refunded {amount} on {order}"
+
+
+async def refunding(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if not any(isinstance(m, ModelResponse) for m in messages):
+        return ModelResponse(parts=[ToolCallPart("refund", {"order": "A-1", "amount": 5}, "r1")])
+    told = [
+        str(part.content)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart | RetryPromptPart)
+    ]
+    return ModelResponse(parts=[TextPart(" | ".join(told))])
+
+
+TOOLS = {"count": count, "hang": hang, "refund": refund}
+MODELS = {"scripted": FunctionModel(play), "refunder": FunctionModel(refunding)}

@@ -297,3 +297,40 @@ async def test_fork_from_the_client_and_the_command(make_live: LiveFactory) -> N
         forks = json.loads(out)["tasks"]
         assert len(forks) == 2
         assert {t["forked_from"]["at"] for t in forks} == {0, 1}
+
+
+async def test_tool_calls_are_approved_and_denied_from_the_client_and_the_command(
+    make_live: LiveFactory,
+) -> None:
+    async with make_live(workers_enabled=True) as live, TaskClient(live.url) as client:
+        first = await client.submit("approve, take 1s", agent="demo")
+        waiting = await client.wait(first["id"], within=15)
+        assert waiting["input_request"]["kind"] == "approvals"
+        edited = {"channel": "#ops", "text": "from the client"}
+        await client.approve(first["id"], arguments=edited)
+        done = await client.wait(first["id"], within=15)
+        assert "published to #ops" in done["result"]
+        with pytest.raises(TaskServiceError) as nothing:
+            await client.approve(first["id"])  # it waits on nothing now
+        assert nothing.value.status == 409
+
+        second = await client.submit("approve, take 1s", agent="demo")
+        waiting = await client.wait(second["id"], within=15)
+        call = waiting["input_request"]["approvals"][0]["id"]
+        code, out, err = await run_cli(
+            live.url, "tasks", "deny", second["id"], call, "--reason", "not now"
+        )
+        assert code == 0, err
+        assert json.loads(out)["id"] == second["id"]
+        done = await client.wait(second["id"], within=15)
+        assert "not now" in done["result"]
+        third = await client.submit("approve, take 1s", agent="demo")
+        await client.wait(third["id"], within=15)
+        code, _, err = await run_cli(
+            live.url, "tasks", "approve", third["id"], "--arguments", '{"channel": 5}'
+        )
+        assert code == EXIT_REFUSED
+        assert "do not fit its schema" in err
+        code, _, err = await run_cli(live.url, "tasks", "approve", third["id"])
+        assert code == 0, err
+        assert "published to #demo" in (await client.wait(third["id"], within=15))["result"]

@@ -774,3 +774,30 @@ async def test_a_delivery_queued_without_a_snapshot_gets_one_body_for_every_atte
     assert first.body == second.body
     assert first.json["data"]["task"]["cancel_reason"] == "old row"
     assert await stored_payloads(db) == {delivery["id"]: first.body}
+
+
+async def test_an_input_required_delivery_carries_the_approval_request(
+    make_client: ClientFactory, receiver: Receiver
+) -> None:
+    """An alerting system subscribed to input_required can page someone with what
+    the call is: the tool, its arguments, the profile's note."""
+    async with make_client(workers_enabled=True, **FAST) as client:
+        alerts = await client.post(
+            "/v1/webhooks",
+            json={"url": receiver.url("/page"), "states": ["input_required"]},
+        )
+        assert alerts.status_code == 201, alerts.text
+        secret = alerts.json()["secret"]
+        body = {"agent": "demo", "input": "approve, take 1s"}
+        task = (await client.post("/v1/tasks", json=body)).json()
+        (delivery,) = await settled(client, task["id"], 1)
+    assert delivery["state"] == "input_required"
+    (got,) = receiver.at("/page")
+    sent = verify(secret, got)["data"]["task"]
+    assert sent["state"] == "input_required"
+    request = sent["input_request"]
+    assert request["kind"] == "approvals"
+    [call] = request["approvals"]
+    assert call["tool"] == "publish"
+    assert call["arguments"]["channel"] == "#demo"
+    assert call["note"].startswith("The demo publishes its answer")
