@@ -67,24 +67,27 @@ async def tool_server() -> AsyncIterator[str]:
         await asyncio.wait_for(serving, timeout=20)
 
 
-def calculator(make_client: ClientFactory, tmp_path: Path, url: str, **settings: Any) -> Any:
+def calculator(
+    make_client: ClientFactory, tmp_path: Path, url: str, extra: str = "", **settings: Any
+) -> Any:
     """The service with a `calculator` profile whose MCP server is at `url`."""
     return make_client(
         models={"calls_add": FunctionModel(calls_add)},
-        agents_file=profiles(tmp_path, url),
+        agents_file=profiles(tmp_path, url, extra),
         workers_enabled=True,
         webhook_allow_http=True,
         **settings,
     )
 
 
-def profiles(tmp_path: Path, url: str) -> Path:
+def profiles(tmp_path: Path, url: str, extra: str = "") -> Path:
     path = tmp_path / "agents.toml"
     path.write_text(
         f"""
 [agents.calculator]
 model = "calls_add"
 tools = []
+{extra}
 
 [[agents.calculator.mcp_servers]]
 url = "{url}"
@@ -176,3 +179,48 @@ async def test_a_bad_mcp_server_entry_stops_the_start(
     with pytest.raises(ProfileError, match=why):
         async with make_client(agents_file=path):
             pass
+
+
+async def test_an_mcp_server_s_tool_named_by_a_pattern_waits_for_approval(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    """`approve` matches an MCP server's tools by name or pattern: the call is not
+    made until approved, with the schema the server declared."""
+    async with (
+        tool_server() as url,
+        calculator(
+            make_client,
+            tmp_path,
+            url,
+            extra='approve = ["ad*"]',
+            webhook_allow_targets=["127.0.0.1/32"],
+        ) as client,
+    ):
+        task = (
+            await client.post("/v1/tasks", json={"input": "2+40", "agent": "calculator"})
+        ).json()
+
+        async def waiting() -> dict[str, Any] | None:
+            got = (await client.get(f"/v1/tasks/{task['id']}")).json()
+            return got if got["state"] != "pending" and got["state"] != "running" else None
+
+        asked = await wait_for(waiting, timeout=30)
+        assert asked["state"] == "input_required", asked
+        [call] = asked["input_request"]["approvals"]
+        assert (call["tool"], call["arguments"]) == ("add", {"a": 2, "b": 40})
+        assert call["schema"]["properties"]["b"]["type"] == "integer"
+        edited = {"m1": {"approve": True, "arguments": {"a": 2, "b": 2}}}
+        decided = await client.post(f"/v1/tasks/{task['id']}/input", json={"approvals": edited})
+        assert decided.status_code == 200, decided.text
+        finished = await wait_for(waiting, timeout=30)
+        calls = (await client.get(f"/v1/tasks/{task['id']}/calls")).json()["calls"]
+    assert finished["state"] == "completed", finished
+    assert finished["result"] == "sum 4"  # made once, with the edited arguments
+    # The row keeps what the model asked; its approval, what the call was made with.
+    [made] = calls
+    assert (made["name"], made["status"], made["arguments"]) == (
+        "add",
+        "completed",
+        {"a": 2, "b": 40},
+    )
+    assert (made["approval"]["arguments"], made["approval"]["edited"]) == ({"a": 2, "b": 2}, True)

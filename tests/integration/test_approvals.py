@@ -234,3 +234,47 @@ async def test_the_demo_asks_to_publish_and_a_message_decides(
         events = (await client.get(f"/v1/tasks/{task['id']}/events")).json()["events"]
         logs = [e["data"]["message"] for e in events if e["type"] == "log"]
         assert any(line.startswith("published to #ops") for line in logs)
+
+
+async def test_a_delegation_to_another_agent_waits_for_approval_before_any_subtask(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    """`ask_agent` (how a run delegates, to a local profile or a remote A2A agent)
+    named by `approve`: no subtask exists until a person approves."""
+
+    async def delegate(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if info.instructions == "helper":
+            return ModelResponse(parts=[TextPart("helped")])
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            call = {"agent": "helper", "input": "help me"}
+            return ModelResponse(parts=[ToolCallPart("ask_agent", call, "d1")])
+        return ModelResponse(parts=[TextPart(" | ".join(returns(messages)))])
+
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        """
+[agents.boss]
+model = "delegate"
+tools = ["ask_agent"]
+approve = ["ask_agent"]
+
+[agents.helper]
+model = "delegate"
+system_prompt = "helper"
+tools = []
+"""
+    )
+    async with make_client(
+        models={"delegate": FunctionModel(delegate)}, agents_file=path, workers_enabled=True
+    ) as client:
+        task = (await client.post("/v1/tasks", json={"input": "go", "agent": "boss"})).json()
+        waiting = await until_state(client, task["id"], "input_required", "failed", "completed")
+        assert waiting["input_request"]["approvals"][0]["tool"] == "ask_agent"
+        children = (await client.get("/v1/tasks", params={"parent_id": task["id"]})).json()
+        assert children["tasks"] == []
+        await _decide(client, task["id"], d1={"approve": True})
+        done = await until_state(client, task["id"], "completed", "failed")
+        children = (await client.get("/v1/tasks", params={"parent_id": task["id"]})).json()
+    assert done["state"] == "completed", done
+    assert "helped" in done["result"]
+    assert [c["state"] for c in children["tasks"]] == ["completed"]
