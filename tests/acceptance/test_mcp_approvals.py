@@ -16,14 +16,15 @@ import httpx
 import pytest
 from fastmcp.client.elicitation import ElicitResult
 from fastmcp_tasks import call_tool_task
-from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from taskservice.db.keys import ApiKeyStore
 from tests.acceptance.test_mcp import _modern
 from tests.conftest import LiveFactory, LiveServer
 from tests.integration.helpers import until_state
-from tests.integration.test_approvals import lookup, refund, refunder, refunds
+from tests.integration.test_approvals import lookup, refund, refunder, refunds, returns
 
 NOTE = "Refunds need a person."
 
@@ -224,6 +225,54 @@ async def test_the_2025_revision_sees_input_required_and_how_to_decide(
     assert paused["statusMessage"].splitlines()[2].startswith("(paused: paused by open (after")
     assert modern["result"]["statusMessage"].splitlines()[0] == lines[0]
     assert list(modern["result"]["inputRequests"]) == ["r0"]
+
+
+def asks_and_refunds() -> FunctionModel:
+    """Asks why and asks to refund in one response, then says what it was told."""
+
+    async def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            ask = ToolCallPart("ask_user", {"question": "Why?"}, "q1")
+            return ModelResponse(
+                parts=[ask, ToolCallPart("refund", {"order": "B-2", "amount": 70}, "r0")]
+            )
+        return ModelResponse(parts=[TextPart(" | ".join(returns(messages)))])
+
+    return FunctionModel(play)
+
+
+async def test_a_question_asked_with_a_call_keeps_its_own_input_request(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    path = tmp_path / "asking.toml"
+    path.write_text(
+        '[agents.asking]\nmodel = "asking"\ntools = ["ask_user", "refund"]\napprove = ["refund"]\n'
+    )
+    asked, approve = answering({"approve": True})
+    async with (
+        make_live(
+            models={"asking": asks_and_refunds()},
+            tools={"refund": refund},
+            agents_file=path,
+            workers_enabled=True,
+        ) as live,
+        fastmcp.Client(f"{live.url}/mcp", elicitation_handler=approve) as client,
+        httpx.AsyncClient(base_url=live.url, timeout=20) as http,
+    ):
+        task = await call_tool_task(client, "asking", {"input": "refund B-2"})
+        waiting = await task.wait(state="input_required", timeout=20)
+        requests = waiting.input_requests or {}
+        assert sorted(requests) == ["q1", "r0"]
+        assert requests["q1"]["params"]["requestedSchema"]["required"] == ["answer"]
+        # The question first, alone: the call still waits.
+        answered = await _update(http, task.task_id, {"q1": _accept(answer="damaged")})
+        assert answered["result"]["resultType"] == "complete", answered
+        still = await task.status()
+        assert list(still.input_requests or {}) == ["r0"]
+        said = await task.result()
+    assert asked == ['approve refund {"order": "B-2", "amount": 70}? (call r0)']
+    assert said.content[0].text == "damaged | refunded 70 on B-2"
+    assert refunds == {"B-2": 70}
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 from taskservice.domain.errors import InvalidRequest
 from taskservice.domain.models import AgentSpec, Task
 from taskservice.domain.states import TaskState
+from taskservice.mcp import profile_tools
 from taskservice.mcp import tasks as mcp_tasks
 
 CALL = {"id": "r0", "tool": "refund", "arguments": {"order": "A-1"}, "note": "Ask Ann."}
@@ -84,6 +85,9 @@ def test_calls_and_questions_each_have_an_input_request_until_decided_or_answere
     )
     assert list(mcp_tasks.detailed(rest)["inputRequests"]) == ["q1"]
     assert mcp_tasks.task_2025(rest)["statusMessage"] == "Why?"
+    # A plain call that gave up waiting says what the task waits on.
+    gave_up = profile_tools.unfinished(task, 60)["content"][0]["text"]
+    assert 'needs input before it can finish: approve refund {"order": "A-1"}?' in gave_up
     # On its subtasks: nothing to answer.
     assert mcp_tasks.status(waiting({"kind": "subtasks", "call_id": "w"})) == "working"
 

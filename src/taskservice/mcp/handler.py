@@ -196,6 +196,10 @@ class MCPHandler:
                 await self.inbox.answer(tenant=self.tenant, task_id=task.id, answers=answers)
         except Conflict:
             return  # answered, decided or cancelled meanwhile: superseded, ignored
+        except InvalidRequest as exc:
+            if {"undecided", "questions"} & set(exc.extensions):
+                return  # the task moved on to other calls or questions meanwhile: ignored
+            raise  # edited arguments that do not fit the tool's schema
 
     async def finished(self, task_id: str) -> Task:
         """The task once it has ended, waiting up to `TASKSERVICE_MCP_CALL_SECONDS`
