@@ -109,6 +109,12 @@ def forks_went_as_said(ran: list[Ran]) -> None:
     assert approved[1:] == ["running", "published to #ops"], approved
 
 
+def mcp_decided_the_call(ran: list[Ran]) -> None:
+    said = stdout(ran, "elicitation_handler=decide").splitlines()
+    assert said[0].startswith("approve publish {"), said
+    assert "You approved publishing it: published to #demo" in said[1], said
+
+
 def keys_end_open_mode(ran: list[Ran]) -> None:
     assert ran[-1].block.code.startswith("KEY=$(.venv/bin/taskservice keys create")
     assert "401 without a key" in ran[-1].stdout
@@ -121,6 +127,7 @@ CHECKS: dict[str, Callable[[list[Ran]], None]] = {
     "docs/reference/cli.md": cli_says_what_it_does,
     "docs/guides/deployment.md": keys_end_open_mode,
     "docs/guides/run-controls.md": forks_went_as_said,
+    "docs/guides/mcp.md": mcp_decided_the_call,
 }
 
 

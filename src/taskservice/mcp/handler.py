@@ -77,6 +77,7 @@ class MCPHandler:
     inbox: TaskInbox  # answers to a task's question
     settings: Settings
     tenant: str
+    who: str = "open"  # who acts, as a decision records it: `key:<id>`, or open mode
 
     @property
     def _wait_seconds(self) -> float:
@@ -152,13 +153,22 @@ class MCPHandler:
             raise NotFound(f"Failed to retrieve task: task {task_id} not found") from None
 
     async def update(self, task_id: str, responses: dict[str, Any]) -> None:
-        """Answer the questions a task waits on, from the input responses keyed by the
-        questions' ids. Keys of questions not (or no longer) asked are ignored, as the
-        extension says; a task that asks none any more is left as it is."""
+        """Answer the questions and decide on the tool calls a task waits on, from
+        the input responses keyed by the questions' and the calls' ids. Keys not (or
+        no longer) pending are ignored, as the extension says; a task that waits on
+        none any more is left as it is. Calls are decided together or one by one;
+        questions are answered together."""
         task = await self.task(task_id)
-        asked = {q["id"] for q in task.questions}
+        asked = {q["id"] for q in tools.unanswered(task)}
+        calls = {c["id"] for c in tools.undecided(task)}
         answers: dict[str, str] = {}
+        decisions: dict[str, Any] = {}
         for key, response in responses.items():
+            if key in calls:
+                decision = mcp_tasks.decision_of(key, response)
+                if decision is not None:  # cancelled: no choice made, still undecided
+                    decisions[key] = decision
+                continue
             if key not in asked:
                 continue
             answer = mcp_tasks.answer_of(response)
@@ -169,18 +179,27 @@ class MCPHandler:
                     field="inputResponses",
                 )
             answers[key] = answer
-        if not answers:
+        if not answers and not decisions:
             return
-        if set(answers) != asked:
+        if answers and set(answers) != asked:
             missing = sorted(asked - set(answers))
             raise InvalidRequest(
                 f"answer the task's questions together; missing: {missing}",
                 field="inputResponses",
             )
         try:
-            await self.inbox.answer(tenant=self.tenant, task_id=task.id, answers=answers)
+            if task.approvals:
+                await self.inbox.approvals.decide_on(
+                    task, approvals=decisions, answers=answers or None, by=self.who, via="mcp"
+                )
+            else:
+                await self.inbox.answer(tenant=self.tenant, task_id=task.id, answers=answers)
         except Conflict:
-            return  # answered or cancelled meanwhile: superseded, ignored
+            return  # answered, decided or cancelled meanwhile: superseded, ignored
+        except InvalidRequest as exc:
+            if {"undecided", "questions"} & set(exc.extensions):
+                return  # the task moved on to other calls or questions meanwhile: ignored
+            raise  # edited arguments that do not fit the tool's schema
 
     async def finished(self, task_id: str) -> Task:
         """The task once it has ended, waiting up to `TASKSERVICE_MCP_CALL_SECONDS`

@@ -71,17 +71,45 @@ def call_result(task: Task) -> dict[str, Any]:
     return {"content": [_text(f"task {task.id} was cancelled")], "isError": True}
 
 
+def undecided(task: Task) -> list[dict[str, Any]]:
+    """The tool calls a task waits on a person's approval of, not decided yet."""
+    return [call for call in task.approvals if "decision" not in call]
+
+
+def unanswered(task: Task) -> list[dict[str, Any]]:
+    """The questions a task waits on, not answered yet (asked with calls to approve,
+    they may be answered before the calls are decided)."""
+    return [q for q in task.questions if "answer" not in q]
+
+
+def approval_line(call: dict[str, Any]) -> str:
+    """A call that waits for approval, in words: the tool, its arguments, the
+    profile's note."""
+    arguments = json.dumps(call.get("arguments"), ensure_ascii=False)
+    note = f" {call['note']}" if call.get("note") else ""
+    return f"approve {call.get('tool')} {arguments}? (call {call.get('id')}){note}"
+
+
+def awaited(task: Task) -> list[str]:
+    """What a task in `input_required` waits on, a line each: the calls for a person
+    to approve, the questions for them to answer; none when it waits for its
+    subtasks."""
+    return [approval_line(c) for c in undecided(task)] + [
+        str(q.get("question") or "") for q in unanswered(task)
+    ]
+
+
 def unfinished(task: Task, waited: float) -> dict[str, Any]:
     """The answer to a plain call whose task is not finished when the call gives up
     waiting: a tool error that says where the task is and how to go on, the task
     itself going on."""
     where = f"GET /v1/tasks/{task.id}"
     if task.state is TaskState.INPUT_REQUIRED:
-        questions = [q.get("question") for q in task.questions]
-        asked = "; ".join(str(q) for q in questions if q) or "it waits for its subtasks"
+        asked = "; ".join(line for line in awaited(task) if line) or "it waits for its subtasks"
         text = (
-            f"task {task.id} needs input before it can finish: {asked}. Answer with POST "
-            f"/v1/tasks/{task.id}/input, or call this tool as a task (MCP tasks) to be asked."
+            f"task {task.id} needs input before it can finish: {asked}. Answer (or decide) "
+            f"with POST /v1/tasks/{task.id}/input, or call this tool as a task (MCP tasks) "
+            "to be asked."
         )
     else:
         text = (

@@ -131,10 +131,11 @@ async def refusals() -> AsyncIterator[None]:
 class Tasks2025:
     """The 2025-11-25 core tasks: a `tools/call` with `params.task` becomes a task
     (nested handle), followed by `tasks/get`, `tasks/result` (which waits for it to
-    end), `tasks/list` and `tasks/cancel`. A question of the agent shows as
-    `input_required` with the question as `statusMessage`: a stateless server cannot
-    put it to the client on the `tasks/result` stream, so it is answered on REST (or
-    by a client of the 2026-07-28 extension)."""
+    end), `tasks/list` and `tasks/cancel`. A question of the agent, or a tool call
+    waiting for a person's approval, shows as `input_required` with the question (the
+    call, and how to decide) as `statusMessage`: a stateless server cannot put it to
+    the client on the `tasks/result` stream, so it is answered on REST (or by a
+    client of the 2026-07-28 extension)."""
 
     def __init__(self, handler_for: HandlerFor) -> None:
         self.handler_for = handler_for
@@ -182,7 +183,7 @@ class Tasks2025:
             waiting = mcp_tasks.task_2025(task)
             message = f"task {task.id} has not ended ({waiting['status']}): ask again"
             if waiting["status"] == "input_required":
-                message += f"; it waits for an answer: POST /v1/tasks/{task.id}/input"
+                message += f"; it waits for an answer or a decision: POST /v1/tasks/{task.id}/input"
             raise MCPError(types.INTERNAL_ERROR, message, waiting)
         return mcp_tasks.result_2025(task)
 

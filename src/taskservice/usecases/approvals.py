@@ -33,7 +33,7 @@ from taskservice.domain.states import TaskState
 Getter = Callable[..., Awaitable[Task]]
 
 _ROUNDS = 8  # a decision re-read and tried again when the task moved under it
-_REASON_MAX = 2_000
+REASON_MAX = 2_000
 DEADLINE = "deadline"  # who decides when nobody did in time
 
 
@@ -62,9 +62,9 @@ class Decision:
             raise InvalidRequest(
                 f"the arguments of {call} are a JSON object", field=f"approvals.{call}.arguments"
             )
-        if reason is not None and (not isinstance(reason, str) or len(reason) > _REASON_MAX):
+        if reason is not None and (not isinstance(reason, str) or len(reason) > REASON_MAX):
             raise InvalidRequest(
-                f"the reason for {call} is a text of at most {_REASON_MAX} characters",
+                f"the reason for {call} is a text of at most {REASON_MAX} characters",
                 field=f"approvals.{call}.reason",
             )
         if raw["approve"] and reason is not None:

@@ -85,7 +85,7 @@ class Endpoint:
             return await receive()
 
         request.state.mcp_handler = MCPHandler(
-            caller.service, caller.inbox, caller.settings, caller.tenant
+            caller.service, caller.inbox, caller.settings, caller.tenant, caller.who
         )
         transport: StreamableHTTPSessionManager = request.app.state.mcp
         await transport.handle_request(scope, replay, send)
