@@ -527,3 +527,4 @@ async def test_a_tool_call_waiting_for_approval_is_a_data_part_and_answered_with
     assert "not today" in done["artifacts"][0]["parts"][0]["text"]
     publish = next(c for c in calls if c["name"] == "publish")
     assert (publish["status"], publish["approval"]["via"]) == ("failed", "a2a")
+    assert publish["approval"]["by"] == "open"  # who sent the message

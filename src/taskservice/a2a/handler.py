@@ -87,8 +87,10 @@ class A2AHandler:
         inbox: TaskInbox,
         webhooks: WebhookService | None,
         settings: Settings,
+        who: str | None = None,
     ) -> None:
         self.tenant = tenant
+        self.who = who  # who acts (`key:<id>`, `open`): a decision records it
         self.service = service
         self.inbox = inbox
         self.webhooks = webhooks
@@ -127,7 +129,11 @@ class A2AHandler:
             # retried message finds the one queued before.
             try:
                 sent = await self.inbox.send_to(
-                    task, input=input_of(message.parts), key=message_key(request), via="a2a"
+                    task,
+                    input=input_of(message.parts),
+                    key=message_key(request),
+                    via="a2a",
+                    by=self.who,
                 )
             except Conflict:
                 task = await self.find(str(task.id))

@@ -74,13 +74,20 @@ class TaskInbox:
         self.approvals = ApprovalDesk(store=ApprovalStore(store.db), get=get)
 
     async def send(
-        self, *, tenant: str, task_id: str | uuid.UUID, input: Any, key: str | None = None
+        self,
+        *,
+        tenant: str,
+        task_id: str | uuid.UUID,
+        input: Any,
+        key: str | None = None,
+        by: str | None = None,
     ) -> Sent:
-        """A message to the task: the answer to its one question, or a follow-up for
-        its run (the table above). `key` makes a retried follow-up find the first."""
+        """A message to the task: the answer to its one question, a decision on its
+        tool calls, or a follow-up for its run (the table above). `key` makes a
+        retried follow-up find the first; `by`: who sends it (a decision records it)."""
         check_message(input, self.settings)
         task = await self._get(tenant=tenant, task_id=task_id)
-        return await self.send_to(task, input=input, key=key, checked=True)
+        return await self.send_to(task, input=input, key=key, checked=True, by=by)
 
     async def send_to(
         self,
@@ -90,13 +97,14 @@ class TaskInbox:
         key: str | None = None,
         checked: bool = False,
         via: str = "rest",
+        by: str | None = None,
     ) -> Sent:
-        """`send` to a task the caller has just read (`via`: which transport, which a
-        decision on a tool call records)."""
+        """`send` to a task the caller has just read (`via`: which transport, and
+        `by`: who, which a decision on a tool call records)."""
         if not checked:
             check_message(input, self.settings)
         if task.approvals:
-            return Sent(await self._decide(task, input, via=via), None)
+            return Sent(await self._decide(task, input, via=via, by=by), None)
         tenant = task.tenant
         if key is not None:
             sent = await self.followups.by_key(task.id, key)
@@ -129,15 +137,17 @@ class TaskInbox:
             task = await self._get(tenant=tenant, task_id=task.id)  # it moved meanwhile
         raise Conflict("the task kept changing state; retry the message")
 
-    async def _decide(self, task: Task, input: Any, *, via: str) -> Task:
+    async def _decide(self, task: Task, input: Any, *, via: str, by: str | None) -> Task:
         """A message to a task waiting on approvals: the decisions it carries, as a
         JSON object: `{"approvals": {call id: decision}}`, or one decision
         (`{"approve": true|false, …}`) on the one undecided call."""
         undecided = [a["id"] for a in task.approvals if "decision" not in a]
         if isinstance(input, dict) and isinstance(input.get("approvals"), dict):
-            return await self.approvals.decide_on(task, approvals=input["approvals"], via=via)
+            decisions = input["approvals"]
+            return await self.approvals.decide_on(task, approvals=decisions, via=via, by=by)
         if isinstance(input, dict) and "approve" in input and len(undecided) == 1:
-            return await self.approvals.decide_on(task, approvals={undecided[0]: input}, via=via)
+            one = {undecided[0]: input}
+            return await self.approvals.decide_on(task, approvals=one, via=via, by=by)
         raise Conflict(
             f"the task waits for a decision on {len(undecided)} tool call(s): send "
             '{"approve": true|false} for one, or {"approvals": {<call id>: {"approve": …}}}',

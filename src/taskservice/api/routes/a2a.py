@@ -131,6 +131,7 @@ def a2a_handler(caller: CallerContext) -> A2AHandler:
         inbox=caller.inbox,
         webhooks=caller.webhooks,
         settings=caller.settings,
+        who=caller.who,
     )
 
 

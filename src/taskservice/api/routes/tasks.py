@@ -389,7 +389,11 @@ async def provide_task_input(task_id: TaskId, body: InputGiven, caller: Caller) 
 async def send_task_message(task_id: TaskId, body: FollowupIn, request: Request) -> Response:
     caller = await get_caller(request)
     sent = await caller.inbox.send(
-        tenant=caller.tenant, task_id=task_id, input=body.input, key=idempotency_key(request)
+        tenant=caller.tenant,
+        task_id=task_id,
+        input=body.input,
+        key=idempotency_key(request),
+        by=caller.who,
     )
     out = MessageSent.of(TaskOut.of(sent.task), sent.followup)
     if sent.replayed:
