@@ -503,7 +503,7 @@ async def test_a_tool_call_waiting_for_approval_is_a_data_part_and_answered_with
         task = (await rpc(client, "SendMessage", params))["result"]["task"]
         status = task["status"]
         text, data = status["message"]["parts"]
-        wrong = message("yes", taskId=task["id"])
+        wrong = message("maybe", taskId=task["id"])
         refused = await rpc(client, "SendMessage", {"message": wrong})
         approve = {
             "role": "ROLE_USER",

@@ -138,3 +138,39 @@ async def test_explicit_routing_to_a_finished_task_is_409(client: httpx.AsyncCli
     refused = await send(client, f"@{bike} red", None)
     assert refused.status_code == 409
     assert refused.json()["state"] == "cancelled"
+
+
+async def test_a_tool_call_waiting_for_approval_is_decided_by_a_free_message(
+    make_client: ClientFactory,
+) -> None:
+    """The router reaches a task waiting on one tool call's approval as it reaches a
+    question: `approve` (or `yes`) approves it; `deny: why` denies it, saying why."""
+    async with make_client(workers_enabled=True) as client:
+
+        async def waiting_on_publish(context: str) -> str:
+            body = {"agent": "demo", "input": "approve, take 1s", "context_id": context}
+            task = (await client.post("/v1/tasks", json=body)).json()
+
+            async def asks() -> bool:
+                current = (await client.get(f"/v1/tasks/{task['id']}")).json()
+                return current["state"] == "input_required"
+
+            await wait_for(asks, timeout=15)
+            return str(task["id"])
+
+        approved = await waiting_on_publish("c-approve")
+        routed = (await send(client, "yes", "c-approve")).json()
+        assert (routed["decision"], routed["task"]["id"]) == ("single", approved)
+        denied = await waiting_on_publish("c-deny")
+        routed = (await send(client, f"@{denied} deny: not on a Friday", None)).json()
+        assert (routed["decision"], routed["task"]["id"]) == ("explicit", denied)
+
+        async def ended(task_id: str) -> dict[str, Any] | None:
+            task = (await client.get(f"/v1/tasks/{task_id}")).json()
+            return task if task["state"] in ("completed", "failed") else None
+
+        first = await wait_for(lambda: ended(approved), timeout=15)
+        second = await wait_for(lambda: ended(denied), timeout=15)
+    assert "You approved publishing it: published to #demo" in first["result"]
+    assert "not on a Friday" in second["result"]
+    assert "You did not approve publishing it" in second["result"]

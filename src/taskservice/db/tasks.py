@@ -148,13 +148,18 @@ async def answer_calls(conn: Any, task_id: uuid.UUID, answers: Mapping[str, str]
 
 
 # Tasks a free message may reach (`usecases/inbox.TaskInbox.live`): waiting for the
-# answer to one question, or, within a context, taking follow-ups.
+# answer to one question or the decision on one tool call, or, within a context,
+# taking follow-ups.
 _LIVE_IN_CONTEXT = Statement(
     text(f"""
 SELECT * FROM tasks
 WHERE tenant = :p_tenant AND context_id IS NOT DISTINCT FROM :p_context
   AND ((state = 'input_required' AND input_request ->> 'kind' = 'questions'
         AND jsonb_array_length(input_request -> 'questions') = 1)
+       OR (state = 'input_required' AND input_request ->> 'kind' = 'approvals'
+           AND (SELECT count(*) FROM jsonb_array_elements(input_request -> 'approvals') a
+                WHERE NOT a ? 'decision') = 1
+           AND NOT input_request ? 'questions')
        OR (:p_context IS NOT NULL AND {TAKES_FOLLOWUPS}))
 ORDER BY id LIMIT 50
 """).bindparams(bindparam("p_tenant", type_=Text), bindparam("p_context", type_=Text))

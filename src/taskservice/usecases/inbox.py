@@ -4,7 +4,8 @@ follow-up for its run.
 ```
 input_required, asking questions   → the answers; the same conversation resumes
 input_required, on approvals       → decisions (`usecases/approvals.py`): a JSON
-                                        object, `{"approve": …}` or `{"approvals": …}`
+                                        object, `{"approve": …}` or `{"approvals": …}`,
+                                        or, for one call, `approve` / `deny: why`
 pending, running, parked on subtasks → queued (`db/followups`); the run reads it at
                                         its next model request, as a user message
 completed, failed, cancelled         → refused (409): a finished task takes no more
@@ -18,6 +19,7 @@ message accepted a moment before the answer is not left unread: the run goes on.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -54,6 +56,25 @@ class Sent:
 def _asks(task: Task) -> list[str] | None:
     """The ids of the questions a task waits on (None: it waits on none)."""
     return [question["id"] for question in task.questions] or None
+
+
+_YES = frozenset({"approve", "approved", "yes", "y", "ok", "okay"})
+_NO = re.compile(r"(?:deny|denied|no|reject|rejected)\b[\s:,.;-]*(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def said_decision(input: Any) -> dict[str, Any] | None:
+    """A decision in words: `approve` or `yes` approves; `deny` or `no`, then a
+    reason if any, denies. None: the text is not one."""
+    if not isinstance(input, str):
+        return None
+    text = input.strip()
+    if text.lower().rstrip(".!") in _YES:
+        return {"approve": True}
+    denied = _NO.fullmatch(text)
+    if denied is None:
+        return None
+    reason = denied.group(1).strip()
+    return {"approve": False, "reason": reason} if reason else {"approve": False}
 
 
 def preview(input: Any) -> str:
@@ -140,8 +161,12 @@ class TaskInbox:
     async def _decide(self, task: Task, input: Any, *, via: str, by: str | None) -> Task:
         """A message to a task waiting on approvals: the decisions it carries, as a
         JSON object: `{"approvals": {call id: decision}}`, or one decision
-        (`{"approve": true|false, …}`) on the one undecided call."""
+        (`{"approve": true|false, …}`) on the one undecided call, or, on that call, the
+        words a person answers with (`approve`, `yes`; `deny`, `no`, and a reason)."""
         undecided = [a["id"] for a in task.approvals if "decision" not in a]
+        said = said_decision(input) if len(undecided) == 1 else None
+        if said is not None:
+            input = said
         if isinstance(input, dict) and isinstance(input.get("approvals"), dict):
             decisions = input["approvals"]
             return await self.approvals.decide_on(task, approvals=decisions, via=via, by=by)

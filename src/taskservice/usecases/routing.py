@@ -8,7 +8,8 @@ none                                    → a new task in the context (new, 1.0)
 ```
 
 A message reaches a task that waits for the answer to one question (it answers
-it), or, within a context, a task that is pending or running (a follow-up its run
+it) or for the decision on one tool call (`approve`, `deny: why`: it decides), or,
+within a context, a task that is pending or running (a follow-up its run
 reads at its next model request: `inbox.TaskInbox`). Without a context only
 waiting tasks count: a tenant's unrelated running tasks do not catch free text.
 A new task takes the text as input.
@@ -65,6 +66,11 @@ class Routed:
 
 
 def _question(task: Task) -> str | None:
+    """What the task asks: its question, or whether to approve its tool call."""
+    undecided = [a for a in task.approvals if "decision" not in a]
+    if undecided:
+        call = undecided[0]
+        return f"approve {call.get('tool')} {call.get('arguments')}? (approve or deny)"
     questions = (task.input_request or {}).get("questions", [])
     return str(questions[0].get("question") or "") if questions else None
 
