@@ -1,7 +1,8 @@
 """The console's run page at /ui/#/runs/<id> in a real browser, against a live server:
 the answer as it is written, the controls (cancel through a confirmation, answer a
-question), the timeline, the subtask tree, webhook deliveries, attempts made and lost,
-a missing task, a huge input, a phone's width, and task content never run as markup."""
+question, pause and resume), the timeline, the subtask tree, webhook deliveries,
+attempts made and lost, a missing task, a huge input, a phone's width, and task
+content never run as markup."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from taskservice.db.keys import ApiKeyStore
 from taskservice.db.leases import LeaseStore
 from taskservice.db.tasks import TaskStore
 from tests.browser.conftest import XSS, Console, screenshot, serving, submit
-from tests.conftest import LiveFactory
+from tests.conftest import LiveFactory, wait_for
 from tests.fakes.webhook_receiver import Receiver
 from tests.integration.helpers import expire
 
@@ -490,4 +491,73 @@ async def test_a_run_is_forked_from_a_message_with_its_text_edited(
         await dialog.locator("textarea").fill("and once more")
         await dialog.get_by_role("button", name="Fork").click()
         await expect(page.locator("#run-head .forked-from")).to_contain_text("at #8")
+        assert console.errors == []
+
+
+async def events_of(url: str, task_id: str, *types: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=url) as client:
+        page = await client.get(f"/v1/tasks/{task_id}/events", params={"type": list(types)})
+    return page.json()["events"]  # type: ignore[no-any-return]
+
+
+async def test_a_running_task_is_paused_and_resumed_from_its_page(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page) as live:
+        task = await submit(live.url, {"agent": "demo", "input": "take 20s"})
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(state(page)).to_have_text("running", timeout=10_000)
+        await expect(page.locator("#resume")).to_have_count(0)
+        await page.click("#run-controls #pause")
+        dialog = page.locator("#run-controls dialog[open]")
+        await expect(dialog).to_contain_text("gives its worker back")
+        await dialog.locator("input[name=reason]").fill("a look first")
+        await dialog.get_by_role("button", name="Pause the run").click()
+        # The state stays the state; the hold is beside it, and the head says whose.
+        head = page.locator("#run-head")
+        await expect(head.locator(".paused-mark")).to_have_text("paused")
+        await expect(state(page)).to_have_text("running")
+        await expect(head.locator("#paused")).to_contain_text("a look first")
+        await expect(head.locator("#paused .by")).to_have_text("open")
+        await expect(page.locator("#pause")).to_have_count(0)
+        held = await stored(live.url, task["id"])
+        assert held["paused"]["reason"] == "a look first"
+        assert held["paused"]["scope"] == "task"
+
+        # Its run gives the worker back.
+        async def released() -> bool:
+            gone = await events_of(live.url, task["id"], "released")
+            return any(e["data"].get("reason") == "paused" for e in gone)
+
+        await wait_for(released, timeout=10)
+        await screenshot(page, "console-run-paused", full_page=False)
+        await page.click("#run-controls #resume")
+        await expect(head.locator(".paused-mark")).to_have_count(0)
+        await expect(head.locator("#paused")).to_have_count(0)
+        await expect(page.locator("#pause")).to_be_visible()
+        assert (await stored(live.url, task["id"]))["paused"] is None
+        # The run goes on (its answer is written), then completes.
+        await expect(page.locator("#writing .bubble.live")).to_be_visible(timeout=20_000)
+        await expect(state(page)).to_have_text("completed", timeout=20_000)
+        assert console.errors == []
+
+
+async def test_a_pause_made_elsewhere_reaches_the_page_from_its_events(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page, workers=False) as live:
+        task = await submit(live.url, {"agent": "demo", "input": "take 1s"})
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(state(page)).to_have_text("pending")
+        await asyncio.sleep(0.3)  # the page's stream is open
+        async with httpx.AsyncClient(base_url=live.url) as client:
+            paused = await client.post(f"/v1/tasks/{task['id']}/pause", json={"reason": XSS})
+            assert paused.status_code == 200, paused.text
+            mark = page.locator("#run-head .paused-mark")
+            await expect(mark).to_be_visible(timeout=5_000)
+            await expect(page.locator("#paused .reason")).to_have_text(XSS)
+            await client.post(f"/v1/tasks/{task['id']}/resume")
+            await expect(mark).to_have_count(0, timeout=5_000)
+        assert await page.evaluate("window.__xss") is None
+        assert await page.locator(".run img, .run script").count() == 0
         assert console.errors == []
