@@ -9,12 +9,13 @@ export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 export const STATES = ["pending", "running", "input_required", "completed", "failed", "cancelled"];
 
 // A task's state as a person reads it: a parent waiting for its subtasks is not
-// waiting for you; a task not due yet is scheduled.
+// waiting for you; a tool call waiting for approval is; a task not due yet is scheduled.
 export function stateOf(task) {
   const { state } = task;
   if (state === "input_required") {
     const kind = task.input_request && task.input_request.kind;
     if (kind === "questions") return { key: "needs-you", label: "needs you", title: "waits for an answer to its question" };
+    if (kind === "approvals") return { key: "needs-you", label: "needs approval", title: "a tool call waits for your approval" };
     return { key: "waiting", label: "waiting for subtasks", title: "resumes when its subtasks end" };
   }
   if (state === "pending" && task.run_at && new Date(task.run_at) > Date.now()) {

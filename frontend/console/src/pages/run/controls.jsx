@@ -3,15 +3,18 @@
 import { useState } from "preact/hooks";
 import { api } from "../../api.js";
 import { ReasonButton, TERMINAL } from "../../ui.jsx";
+import { Approvals } from "./approvals.jsx";
 import { ForkButton, forkNeeds } from "./fork.jsx";
 
 // The controls bar, for every state: Cancel, and Pause or Resume, for the states that
-// are not terminal, Fork for every state (approve lands in its `.bar` too). The forms
-// below it (answer the questions, send a follow-up) take the page's width.
+// are not terminal, Fork for every state. The forms below it (decide on tool calls,
+// answer the questions, send a follow-up) take the page's width.
 export function RunControls({ task, messages, onTask }) {
   const terminal = TERMINAL.has(task.state);
-  const asks = task.state === "input_required" && task.input_request?.kind === "questions";
-  const follows = !terminal && !asks;
+  const kind = task.state === "input_required" ? task.input_request?.kind : null;
+  const asks = kind === "questions";
+  const approves = kind === "approvals";
+  const follows = !terminal && !asks && !approves;
   return (
     <section class="run-controls" id="run-controls">
       <div class="bar">
@@ -28,6 +31,7 @@ export function RunControls({ task, messages, onTask }) {
           explain="A new run begins with all of this run's conversation so far and goes on from there (to fork from an earlier step, use a message's fork from here)."
         />
       </div>
+      {approves && <Approvals task={task} onTask={onTask} />}
       {asks && <AnswerForm task={task} onTask={onTask} />}
       {follows && <FollowUp task={task} onTask={onTask} />}
     </section>
