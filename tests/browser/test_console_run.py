@@ -26,7 +26,7 @@ from tests.browser.conftest import XSS, Console, screenshot, serving, submit
 from tests.conftest import LiveFactory, wait_for
 from tests.fakes.webhook_receiver import Receiver
 from tests.integration.helpers import expire
-from tests.integration.test_approvals import lookup, profiles, refund, refunder
+from tests.integration.test_approvals import lookup, profiles, refund, refunder, returns
 
 SECTIONS = "#conversation, #timeline, #subtasks, #deliveries, #events, #run-head"
 
@@ -679,4 +679,46 @@ async def test_calls_of_one_response_are_decided_one_by_one_before_a_deadline(
         await expect(result).to_contain_text("refunded 500 on A-1", timeout=15_000)
         await expect(result).to_contain_text("too much")
         await expect(page.locator("#calls .approval-said")).to_have_count(2)
+        assert console.errors == []
+
+
+def asks_and_refunds() -> FunctionModel:
+    """Asks a question and calls `refund` in one response, then says what it got."""
+
+    def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            ask = ToolCallPart("ask_user", {"question": "Which card?"}, tool_call_id="q1")
+            pay = ToolCallPart("refund", {"order": "A-1", "amount": 200}, tool_call_id="r1")
+            return ModelResponse(parts=[ask, pay])
+        return ModelResponse(parts=[TextPart(" | ".join(returns(messages)))])
+
+    return FunctionModel(play)
+
+
+async def test_a_question_asked_with_a_call_is_answered_with_its_decision(
+    make_live: LiveFactory, page: Page, console: Console, tmp_path: Path
+) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text('[agents.billing]\ntools = ["ask_user", "refund"]\napprove = ["refund"]\n')
+    async with serving(
+        make_live,
+        page,
+        models={"asker": asks_and_refunds()},
+        tools={"refund": refund},
+        agents_file=agents,
+    ) as live:
+        task = await submit(live.url, {"agent": "billing", "model": "asker", "input": "refund"})
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        approvals = page.locator("#approvals")
+        await expect(approvals.locator(".questions")).to_contain_text("Which card?", timeout=10_000)
+        await expect(page.locator("#answer")).to_have_count(0)  # answered in the card
+        card = approvals.locator('.approval[data-tool="refund"]')
+        await card.get_by_role("button", name="Approve").click()
+        await expect(card.locator("[role=alert]")).to_contain_text("Answer the agent's questions")
+        assert (await stored(live.url, task["id"]))["state"] == "input_required"
+        await approvals.locator("textarea[name=q1]").fill("the blue one")
+        await card.get_by_role("button", name="Approve").click()
+        result = page.locator("#result")
+        await expect(result).to_contain_text("the blue one", timeout=15_000)
+        await expect(result).to_contain_text("refunded 200 on A-1")
         assert console.errors == []
