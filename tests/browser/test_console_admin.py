@@ -268,6 +268,9 @@ async def test_at_a_phones_width_nothing_overflows(
         await post(live.url, "/v1/tasks", {"agent": "demo", "input": "take 0.1s"})
         await page.goto(f"{live.url}/ui/#/webhooks/{hook['id']}")
         await expect(page.locator("#deliveries li")).to_have_count(1, timeout=15_000)
+        async with httpx.AsyncClient(base_url=live.url) as client:  # a brake on, with a long why
+            brake = {"reason": "a-tool-misbehaves-" * 8}
+            assert (await client.post("/v1/agents/demo/pause", json=brake)).status_code == 200
         for path in ("webhooks", f"webhooks/{hook['id']}", "agents", "keys"):
             await page.goto(f"{live.url}/ui/#/{path}")
             await expect(page.locator("main section")).to_be_visible()
