@@ -63,7 +63,11 @@ export function Approvals({ task, onTask }) {
   return (
     <section class="card approvals" id="approvals">
       <h2>
-        {undecided.length === 1 ? "A tool call waits for your approval" : `${undecided.length} tool calls wait for your approval`}
+        {undecided.length === 0
+          ? "Every tool call is decided"
+          : undecided.length === 1
+            ? "A tool call waits for your approval"
+            : `${undecided.length} tool calls wait for your approval`}
       </h2>
       <p class="muted intro">
         The call is not made until you decide. Approve it as the model asked, or with the arguments edited;
