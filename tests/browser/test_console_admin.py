@@ -131,6 +131,48 @@ async def test_the_agent_profiles_are_listed_and_link_to_their_runs(
         assert console.errors == []
 
 
+async def test_the_brake_on_a_profile_holds_its_running_and_new_tasks_and_lets_them_go(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page) as live, httpx.AsyncClient(base_url=live.url) as client:
+        running = await post(live.url, "/v1/tasks", {"agent": "demo", "input": "take 4s"})
+        await page.goto(f"{live.url}/ui/#/agents")
+        demo = page.locator('article[data-agent="demo"]')
+        await expect(demo.locator(".brake-state")).to_contain_text("no brake")
+        await demo.get_by_role("button", name="Pause all").click()
+        dialog = page.locator("dialog[open]")
+        await expect(dialog).to_contain_text("Every task of demo for this tenant is held")
+        await expect(dialog).to_contain_text("New tasks of demo are accepted and wait")
+        await dialog.locator("input[name=reason]").fill(f"a tool misbehaves {XSS}")
+        await confirm(page, "Pause all")
+        await expect(demo.locator(".brake-state")).to_contain_text("a tool misbehaves")
+        await expect(demo.locator(".said")).to_have_text("Paused 1 task.")
+        brake = [
+            a for a in (await client.get("/v1/agents")).json()["agents"] if a["name"] == "demo"
+        ]
+        assert brake[0]["paused"]["reason"] == f"a tool misbehaves {XSS}"
+        held = (await client.get(f"/v1/tasks/{running['id']}")).json()["paused"]
+        assert held["scope"] == "agent"
+        new = await post(live.url, "/v1/tasks", {"agent": "demo", "input": "take 0.1s"})
+        assert new["paused"]["scope"] == "agent"  # accepted, and waits
+        await screenshot(page, "console-agents-brake")
+        # Each held task's page says it is the brake's.
+        await page.goto(f"{live.url}/ui/#/runs/{new['id']}")
+        await expect(page.locator("#paused .brake")).to_contain_text("demo profile's brake")
+        await page.goto(f"{live.url}/ui/#/agents")
+        await demo.get_by_role("button", name="Resume all").click()
+        await expect(page.locator("dialog[open]")).to_contain_text("Tasks paused on their own stay")
+        await confirm(page, "Resume all")
+        await expect(demo.locator(".said")).to_have_text("Resumed 2 tasks.")
+        await expect(demo.locator(".brake-state")).to_contain_text("no brake")
+        for task in (running, new):
+            done = (await client.get(f"/v1/tasks/{task['id']}", params={"wait": 15})).json()
+            assert done["state"] == "completed", done
+        assert await page.evaluate("window.__xss") is None
+        assert await page.locator("main img, main script").count() == 0
+        assert console.errors == []
+
+
 async def test_the_first_key_ends_open_mode_then_keys_are_made_and_revoked(
     make_live: LiveFactory, page: Page, console: Console
 ) -> None:
@@ -226,6 +268,9 @@ async def test_at_a_phones_width_nothing_overflows(
         await post(live.url, "/v1/tasks", {"agent": "demo", "input": "take 0.1s"})
         await page.goto(f"{live.url}/ui/#/webhooks/{hook['id']}")
         await expect(page.locator("#deliveries li")).to_have_count(1, timeout=15_000)
+        async with httpx.AsyncClient(base_url=live.url) as client:  # a brake on, with a long why
+            brake = {"reason": "a-tool-misbehaves-" * 8}
+            assert (await client.post("/v1/agents/demo/pause", json=brake)).status_code == 200
         for path in ("webhooks", f"webhooks/{hook['id']}", "agents", "keys"):
             await page.goto(f"{live.url}/ui/#/{path}")
             await expect(page.locator("main section")).to_be_visible()

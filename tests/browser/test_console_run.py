@@ -1,13 +1,15 @@
 """The console's run page at /ui/#/runs/<id> in a real browser, against a live server:
 the answer as it is written, the controls (cancel through a confirmation, answer a
-question), the timeline, the subtask tree, webhook deliveries, attempts made and lost,
-a missing task, a huge input, a phone's width, and task content never run as markup."""
+question, pause and resume, approve or deny a tool call), the timeline, the subtask
+tree, webhook deliveries, attempts made and lost, a missing task, a huge input, a
+phone's width, and task content never run as markup."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,9 +23,10 @@ from taskservice.db.keys import ApiKeyStore
 from taskservice.db.leases import LeaseStore
 from taskservice.db.tasks import TaskStore
 from tests.browser.conftest import XSS, Console, screenshot, serving, submit
-from tests.conftest import LiveFactory
+from tests.conftest import LiveFactory, wait_for
 from tests.fakes.webhook_receiver import Receiver
 from tests.integration.helpers import expire
+from tests.integration.test_approvals import lookup, profiles, refund, refunder, returns
 
 SECTIONS = "#conversation, #timeline, #subtasks, #deliveries, #events, #run-head"
 
@@ -490,4 +493,232 @@ async def test_a_run_is_forked_from_a_message_with_its_text_edited(
         await dialog.locator("textarea").fill("and once more")
         await dialog.get_by_role("button", name="Fork").click()
         await expect(page.locator("#run-head .forked-from")).to_contain_text("at #8")
+        assert console.errors == []
+
+
+async def events_of(url: str, task_id: str, *types: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=url) as client:
+        page = await client.get(f"/v1/tasks/{task_id}/events", params={"type": list(types)})
+    return page.json()["events"]  # type: ignore[no-any-return]
+
+
+async def test_a_running_task_is_paused_and_resumed_from_its_page(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page) as live:
+        task = await submit(live.url, {"agent": "demo", "input": "take 20s"})
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(state(page)).to_have_text("running", timeout=10_000)
+        await expect(page.locator("#resume")).to_have_count(0)
+        await page.click("#run-controls #pause")
+        dialog = page.locator("#run-controls dialog[open]")
+        await expect(dialog).to_contain_text("gives its worker back")
+        await dialog.locator("input[name=reason]").fill("a look first")
+        await dialog.get_by_role("button", name="Pause the run").click()
+        # The state stays the state; the hold is beside it, and the head says whose.
+        head = page.locator("#run-head")
+        await expect(head.locator(".paused-mark")).to_have_text("paused")
+        await expect(state(page)).to_have_text("running")
+        await expect(head.locator("#paused")).to_contain_text("a look first")
+        await expect(head.locator("#paused .by")).to_have_text("open")
+        await expect(page.locator("#pause")).to_have_count(0)
+        held = await stored(live.url, task["id"])
+        assert held["paused"]["reason"] == "a look first"
+        assert held["paused"]["scope"] == "task"
+
+        # Its run gives the worker back.
+        async def released() -> bool:
+            gone = await events_of(live.url, task["id"], "released")
+            return any(e["data"].get("reason") == "paused" for e in gone)
+
+        await wait_for(released, timeout=10)
+        await screenshot(page, "console-run-paused", full_page=False)
+        await page.click("#run-controls #resume")
+        await expect(head.locator(".paused-mark")).to_have_count(0)
+        await expect(head.locator("#paused")).to_have_count(0)
+        await expect(page.locator("#pause")).to_be_visible()
+        assert (await stored(live.url, task["id"]))["paused"] is None
+        # The run goes on (its answer is written), then completes.
+        await expect(page.locator("#writing .bubble.live")).to_be_visible(timeout=20_000)
+        await expect(state(page)).to_have_text("completed", timeout=20_000)
+        assert console.errors == []
+
+
+async def test_a_pause_made_elsewhere_reaches_the_page_from_its_events(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page, workers=False) as live:
+        task = await submit(live.url, {"agent": "demo", "input": "take 1s"})
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        await expect(state(page)).to_have_text("pending")
+        await asyncio.sleep(0.3)  # the page's stream is open
+        async with httpx.AsyncClient(base_url=live.url) as client:
+            paused = await client.post(f"/v1/tasks/{task['id']}/pause", json={"reason": XSS})
+            assert paused.status_code == 200, paused.text
+            mark = page.locator("#run-head .paused-mark")
+            await expect(mark).to_be_visible(timeout=5_000)
+            await expect(page.locator("#paused .reason")).to_have_text(XSS)
+            await client.post(f"/v1/tasks/{task['id']}/resume")
+            await expect(mark).to_have_count(0, timeout=5_000)
+        assert await page.evaluate("window.__xss") is None
+        assert await page.locator(".run img, .run script").count() == 0
+        assert console.errors == []
+
+
+async def test_a_tool_call_is_approved_with_edited_arguments_from_the_page(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    posted: list[str] = []
+    page.on("request", lambda r: posted.append(r.url) if r.method == "POST" else None)
+    async with serving(make_live, page) as live:
+        task = await submit(live.url, {"agent": "demo", "input": "approve, take 1s"})
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        card = page.locator('#approvals .approval[data-tool="publish"]')
+        await expect(card).to_be_visible(timeout=10_000)
+        await expect(state(page)).to_have_text("needs approval")
+        await expect(card.locator(".note")).to_contain_text("approve it, edit the channel")
+        await expect(card.locator(".arguments pre")).to_contain_text('"channel": "#demo"')
+        await expect(page.locator("#followup")).to_have_count(0)
+        await card.get_by_text("Edit the arguments").click()
+        editor = card.locator("textarea[name=arguments]")
+        await expect(editor).to_have_value(re.compile(r'"channel": "#demo"'))
+        await editor.fill('{"channel": "#ops", "text": "hi"')  # not JSON: refused here
+        await card.get_by_role("button", name="Approve with these arguments").click()
+        await expect(card.locator("[role=alert]")).to_contain_text("not JSON")
+        assert not [url for url in posted if url.endswith("/input")]
+        # JSON that does not fit the tool's schema: the server's 422, said in the card.
+        await editor.fill('{"channel": 5}')
+        await card.get_by_role("button", name="Approve with these arguments").click()
+        alert = card.locator("[role=alert]")
+        await expect(alert).to_contain_text("do not fit its schema")
+        await expect(alert).to_contain_text("'text' is a required property")
+        assert (await stored(live.url, task["id"]))["state"] == "input_required"
+        await editor.fill('{"channel": "#ops", "text": "hi"}')
+        await screenshot(page, "console-run-approval", full_page=False, docs=True)
+        await card.get_by_role("button", name="Approve with these arguments").click()
+        await expect(page.locator("#result")).to_contain_text("published to #ops", timeout=15_000)
+        await expect(state(page)).to_have_text("completed")
+        await expect(page.locator("#approvals")).to_have_count(0)
+        # The decision, on the call in the conversation and in the calls table.
+        call = page.locator('#conversation .part.tool-call[data-tool="publish"]')
+        await expect(call.locator(".approval-said")).to_have_text(
+            "approved by open, arguments edited"
+        )
+        await expect(call.locator(".made-with")).to_contain_text('"#ops"')
+        row = page.locator('#calls tr:has-text("publish")')
+        await expect(row.locator(".approval-said")).to_contain_text("approved")
+        (publish,) = [c for c in await calls_of(live.url, task["id"]) if c["name"] == "publish"]
+        assert publish["approval"]["arguments"] == {"channel": "#ops", "text": "hi"}
+        # The browser reports the 422 it was answered; nothing else.
+        assert [e for e in console.errors if "422" not in e] == []
+
+
+async def calls_of(url: str, task_id: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=url) as client:
+        return (await client.get(f"/v1/tasks/{task_id}/calls")).json()["calls"]  # type: ignore[no-any-return]
+
+
+async def test_a_tool_call_is_denied_with_a_reason_and_nothing_it_carries_runs(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    await page.set_viewport_size({"width": 375, "height": 800})  # and on a phone
+    async with serving(make_live, page) as live:
+        task = await submit(live.url, {"agent": "demo", "input": f"approve {XSS}, take 1s"})
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        card = page.locator('#approvals .approval[data-tool="publish"]')
+        await expect(card.locator(".arguments pre")).to_contain_text("<img src=x", timeout=10_000)
+        await card.get_by_text("Edit the arguments").click()
+        await asyncio.sleep(0.3)
+        assert await page.evaluate("document.documentElement.scrollWidth") <= 375
+        await card.locator("input[name=reason]").fill(f"not today {XSS}")
+        await card.get_by_role("button", name="Deny").click()
+        result = page.locator("#result")
+        await expect(result).to_contain_text("did not approve", timeout=15_000)
+        await expect(result).to_contain_text(f"not today {XSS}")
+        call = page.locator('#conversation .part.tool-call[data-tool="publish"]')
+        await expect(call.locator(".approval-said")).to_have_text(
+            f"denied by open: not today {XSS}"
+        )
+        await asyncio.sleep(0.3)
+        assert await page.evaluate("window.__xss") is None
+        assert await page.locator(".run img, .run script").count() == 0
+        assert console.errors == []
+
+
+async def test_calls_of_one_response_are_decided_one_by_one_before_a_deadline(
+    make_live: LiveFactory, page: Page, console: Console, tmp_path: Path
+) -> None:
+    async with serving(
+        make_live,
+        page,
+        models={"refunder": refunder(("A-1", 500), ("A-2", 300))},
+        tools={"refund": refund, "lookup": lookup},
+        agents_file=profiles(tmp_path, "approval_timeout_seconds = 3600"),
+    ) as live:
+        body = {"agent": "billing", "model": "refunder", "input": "refund A-1 and A-2"}
+        task = await submit(live.url, body)
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        cards = page.locator("#approvals .approval")
+        await expect(cards).to_have_count(2, timeout=10_000)
+        await expect(page.locator("#approvals h2")).to_have_text(
+            "2 tool calls wait for your approval"
+        )
+        await expect(page.locator("#approvals .deadline")).to_contain_text("undecided are denied")
+        await expect(cards.first.locator(".note")).to_have_text("Refunds need a person.")
+        await cards.first.get_by_role("button", name="Approve").click()
+        # Decided, it says so; the task waits for the other.
+        await expect(cards.first).to_have_class(re.compile(r"\bdecided\b"))
+        await expect(cards.first.locator(".approval-said")).to_have_text("approved by open")
+        await expect(page.locator("#approvals h2")).to_have_text(
+            "A tool call waits for your approval"
+        )
+        assert (await stored(live.url, task["id"]))["state"] == "input_required"
+        await cards.nth(1).locator("input[name=reason]").fill("too much")
+        await cards.nth(1).get_by_role("button", name="Deny").click()
+        result = page.locator("#result")
+        await expect(result).to_contain_text("refunded 500 on A-1", timeout=15_000)
+        await expect(result).to_contain_text("too much")
+        await expect(page.locator("#calls .approval-said")).to_have_count(2)
+        assert console.errors == []
+
+
+def asks_and_refunds() -> FunctionModel:
+    """Asks a question and calls `refund` in one response, then says what it got."""
+
+    def play(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            ask = ToolCallPart("ask_user", {"question": "Which card?"}, tool_call_id="q1")
+            pay = ToolCallPart("refund", {"order": "A-1", "amount": 200}, tool_call_id="r1")
+            return ModelResponse(parts=[ask, pay])
+        return ModelResponse(parts=[TextPart(" | ".join(returns(messages)))])
+
+    return FunctionModel(play)
+
+
+async def test_a_question_asked_with_a_call_is_answered_with_its_decision(
+    make_live: LiveFactory, page: Page, console: Console, tmp_path: Path
+) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text('[agents.billing]\ntools = ["ask_user", "refund"]\napprove = ["refund"]\n')
+    async with serving(
+        make_live,
+        page,
+        models={"asker": asks_and_refunds()},
+        tools={"refund": refund},
+        agents_file=agents,
+    ) as live:
+        task = await submit(live.url, {"agent": "billing", "model": "asker", "input": "refund"})
+        await page.goto(f"{live.url}/ui/#/runs/{task['id']}")
+        approvals = page.locator("#approvals")
+        await expect(approvals.locator(".questions")).to_contain_text("Which card?", timeout=10_000)
+        await expect(page.locator("#answer")).to_have_count(0)  # answered in the card
+        card = approvals.locator('.approval[data-tool="refund"]')
+        await card.get_by_role("button", name="Approve").click()
+        await expect(card.locator("[role=alert]")).to_contain_text("Answer the agent's questions")
+        assert (await stored(live.url, task["id"]))["state"] == "input_required"
+        await approvals.locator("textarea[name=q1]").fill("the blue one")
+        await card.get_by_role("button", name="Approve").click()
+        result = page.locator("#result")
+        await expect(result).to_contain_text("the blue one", timeout=15_000)
+        await expect(result).to_contain_text("refunded 200 on A-1")
         assert console.errors == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 
+import httpx
 from playwright.async_api import Page, expect
 
 from tests.browser.conftest import XSS, Console, screenshot, serving, submit
@@ -102,7 +103,9 @@ async def test_the_console_follows_the_system_scheme_and_stays_legible(
     async with serving(make_live, page) as live:
         done = await submit(live.url, {"agent": "demo", "input": "take 0.1s"})
         await submit(live.url, {"agent": "demo", "input": "ask", "metadata": {"n": 1}})
-        await submit(live.url, {"agent": "demo", "input": "take 30s"})
+        slow = await submit(live.url, {"agent": "demo", "input": "take 30s"})
+        async with httpx.AsyncClient(base_url=live.url) as client:
+            await client.post(f"/v1/tasks/{slow['id']}/pause", json={})
         for scheme in ("light", "dark"):
             await page.emulate_media(color_scheme=scheme)
             await page.goto(f"{live.url}/ui/#/runs")
@@ -116,7 +119,8 @@ async def test_the_console_follows_the_system_scheme_and_stays_legible(
             # 3:1 for the badges' bold small text, as large text's).
             for text, colour, behind in await page.evaluate(_COLOURS, "td, h1"):
                 assert _contrast(colour, behind) >= 4.5, (scheme, text, colour, behind)
-            for text, colour, behind in await page.evaluate(_COLOURS, ".state"):
+            await expect(page.locator(".paused-mark")).to_have_count(1)
+            for text, colour, behind in await page.evaluate(_COLOURS, ".state, .paused-mark"):
                 assert _contrast(colour, behind) >= 3, (scheme, text, colour, behind)
             if scheme == "dark":
                 await screenshot(page, "console-runs-dark", full_page=False, docs=True)
@@ -181,4 +185,35 @@ async def test_a_burst_of_new_tasks_is_read_with_the_list_not_one_by_one(
         await expect(page.locator(".count")).to_have_text("20 tasks")
         one_by_one = [url for url in reads if re.search(r"/v1/tasks/[0-9a-f-]{36}$", url)]
         assert one_by_one == []  # 60 state changes, none read a task of its own
+        assert console.errors == []
+
+
+async def test_the_paused_filter_is_a_url_and_paused_rows_are_marked(
+    make_live: LiveFactory, page: Page, console: Console
+) -> None:
+    async with serving(make_live, page, workers=False) as live:
+        held = await submit(live.url, {"agent": "demo", "input": "take 0.1s"})
+        free = await submit(live.url, {"agent": "demo", "input": "take 0.1s"})
+        async with httpx.AsyncClient(base_url=live.url) as client:
+            paused = await client.post(f"/v1/tasks/{held['id']}/pause", json={"reason": "wait"})
+            assert paused.status_code == 200, paused.text
+            await page.goto(f"{live.url}/ui/#/runs")
+            held_row = page.locator(f'tr[data-task="{held["id"]}"]')
+            free_row = page.locator(f'tr[data-task="{free["id"]}"]')
+            await expect(held_row.locator(".paused-mark")).to_have_text("paused")
+            await expect(held_row.locator(".state")).to_have_text("pending")
+            await expect(free_row.locator(".paused-mark")).to_have_count(0)
+            await page.get_by_label("paused").select_option("true")
+            await expect(page).to_have_url(f"{live.url}/ui/#/runs?paused=true")
+            await expect(free_row).to_have_count(0)
+            await page.reload()
+            await expect(page.get_by_label("paused")).to_have_value("true")
+            await expect(page.locator("#tasks tbody tr")).to_have_count(1)
+            await expect(held_row).to_be_visible()
+            # Live: a task paused elsewhere joins the list of paused tasks.
+            await asyncio.sleep(0.3)  # the list's live stream is open
+            await client.post(f"/v1/tasks/{free['id']}/pause", json={})
+            await expect(free_row.locator(".paused-mark")).to_be_visible(timeout=5_000)
+            await page.goto(f"{live.url}/ui/#/runs?paused=false")
+            await expect(page.locator("p.empty")).to_be_visible()
         assert console.errors == []

@@ -9,14 +9,14 @@ export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 export const STATES = ["pending", "running", "input_required", "completed", "failed", "cancelled"];
 
 // A task's state as a person reads it: a parent waiting for its subtasks is not
-// waiting for you; a task not due yet is scheduled.
+// waiting for you; a tool call waiting for approval is; a task not due yet is scheduled.
 export function stateOf(task) {
   const { state } = task;
   if (state === "input_required") {
     const kind = task.input_request && task.input_request.kind;
-    return kind === "questions"
-      ? { key: "needs-you", label: "needs you", title: "waits for an answer to its question" }
-      : { key: "waiting", label: "waiting for subtasks", title: "resumes when its subtasks end" };
+    if (kind === "questions") return { key: "needs-you", label: "needs you", title: "waits for an answer to its question" };
+    if (kind === "approvals") return { key: "needs-you", label: "needs approval", title: "a tool call waits for your approval" };
+    return { key: "waiting", label: "waiting for subtasks", title: "resumes when its subtasks end" };
   }
   if (state === "pending" && task.run_at && new Date(task.run_at) > Date.now()) {
     return { key: "scheduled", label: "scheduled", title: `not before ${dateTime(task.run_at)}` };
@@ -24,12 +24,26 @@ export function stateOf(task) {
   return { key: state, label: state, title: state };
 }
 
+// Who paused a task and why, in words: "paused by key:… (its profile's brake): why".
+export function pausedText(task) {
+  const { by, reason, scope } = task.paused;
+  const brake = scope === "agent" ? ` (the ${task.agent?.profile ?? "profile"} profile's brake)` : "";
+  return `paused by ${by ?? "someone"}${brake}${reason ? `: ${reason}` : ""}`;
+}
+
+// The state, and beside it the hold on a task that is paused (a pause is not a state:
+// the badge stays the state). A finished task keeps the pause it ended with, unshown.
 export function StateBadge({ task }) {
   const { key, label, title } = stateOf(task);
   return (
-    <span class={`state ${key}`} data-state={task.state} title={title}>
-      {label}
-    </span>
+    <>
+      <span class={`state ${key}`} data-state={task.state} title={title}>
+        {label}
+      </span>
+      {task.paused && !TERMINAL.has(task.state) && (
+        <span class="paused-mark" title={pausedText(task)}>paused</span>
+      )}
+    </>
   );
 }
 
@@ -148,6 +162,30 @@ export function ConfirmButton({ label, title, detail, confirm = label, dismiss =
         </form>
       </dialog>
     </>
+  );
+}
+
+// A ConfirmButton whose dialog asks for an optional reason too: `onConfirm(reason)`,
+// the reason trimmed (or null when none was given).
+export function ReasonButton({ detail, onConfirm, ...rest }) {
+  const reason = useRef(null);
+  return (
+    <ConfirmButton
+      {...rest}
+      detail={
+        <>
+          {detail}
+          <label class="reason">
+            reason (optional)
+            <input name="reason" ref={reason} maxLength={2000} placeholder="why" />
+          </label>
+        </>
+      }
+      onConfirm={async () => {
+        await onConfirm(reason.current?.value.trim() || null);
+        if (reason.current) reason.current.value = "";
+      }}
+    />
   );
 }
 

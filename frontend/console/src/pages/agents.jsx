@@ -1,10 +1,69 @@
-// Agents: the profiles a task may name (GET /v1/agents), what each runs with, and a
-// link to its runs.
+// Agents: the profiles a task may name (GET /v1/agents), what each runs with, a link
+// to its runs, and the operators' brake on each (pause every task of the profile for
+// this tenant, and let them go).
 
 import "./admin.css";
+import { useState } from "preact/hooks";
 import { api } from "../api.js";
 import { href } from "../router.js";
-import { Content, Empty, Failure, useLoad } from "../ui.jsx";
+import { Ago, ConfirmButton, Content, Empty, Failure, ReasonButton, useLoad } from "../ui.jsx";
+
+const tasks = (n) => `${n} ${n === 1 ? "task" : "tasks"}`;
+
+// The brake on one profile: on (who pulled it, when, why) with Resume all, or off with
+// Pause all; each asks first, saying what it does; then how many tasks it changed.
+function Brake({ agent, onChange }) {
+  const [said, setSaid] = useState(null);
+  const brake = agent.paused;
+  const name = agent.name;
+  async function pull(reason) {
+    const changed = await api.post(`/v1/agents/${encodeURIComponent(name)}/pause`, reason ? { reason } : {});
+    setSaid(`Paused ${tasks(changed.tasks)}.`);
+    onChange();
+  }
+  async function release() {
+    const changed = await api.post(`/v1/agents/${encodeURIComponent(name)}/resume`);
+    setSaid(`Resumed ${tasks(changed.tasks)}.`);
+    onChange();
+  }
+  return (
+    <div class={`brake ${brake ? "on" : "off"}`}>
+      {brake ? (
+        <p class="brake-state" role="status">
+          <strong>Paused</strong> for this tenant by <span class="mono">{brake.by ?? "someone"}</span>{" "}
+          <Ago iso={brake.at} />
+          {brake.reason ? `: ${brake.reason}` : ""}. Its tasks are held, and new ones wait.
+        </p>
+      ) : (
+        <p class="brake-state muted">Running: no brake on it.</p>
+      )}
+      <div class="row">
+        {brake ? (
+          <ConfirmButton
+            class="resume-all primary"
+            label="Resume all"
+            title={`Release the brake on ${name}?`}
+            confirm="Resume all"
+            dismiss="Keep them paused"
+            detail={`Every task of ${name} that the brake paused goes on from where it stopped, and new tasks of ${name} run as usual. Tasks paused on their own stay paused.`}
+            onConfirm={release}
+          />
+        ) : (
+          <ReasonButton
+            class="pause-all"
+            label="Pause all"
+            title={`Pause every task of ${name}?`}
+            confirm="Pause all"
+            dismiss="Let them run"
+            detail={`Every task of ${name} for this tenant is held: running ones stop (a tool call in flight finishes first) and give their worker back; pending and waiting ones are not taken. New tasks of ${name} are accepted and wait, paused, until you resume.`}
+            onConfirm={pull}
+          />
+        )}
+        {said && <span class="muted said" role="status">{said}</span>}
+      </div>
+    </div>
+  );
+}
 
 export function Agents() {
   const list = useLoad(() => api.get("/v1/agents"), []);
@@ -16,12 +75,13 @@ export function Agents() {
       <Failure error={list.error} />
       <div class="agents-list" id="agents">
         {agents.map((agent) => (
-          <article class="agent card" data-agent={agent.name} key={agent.name}>
+          <article class={`agent card${agent.paused ? " paused" : ""}`} data-agent={agent.name} key={agent.name}>
             <div class="head">
               <h2>{agent.name}</h2>
               <a href={href(["runs"], { agent: agent.name })}>Runs of {agent.name}</a>
             </div>
             {agent.description && <p class="description">{agent.description}</p>}
+            <Brake agent={agent} onChange={list.reload} />
             <dl class="facts">
               <dt>model</dt><dd class="mono">{agent.model}</dd>
               <dt>tools</dt>

@@ -32,7 +32,7 @@ export function Run({ id }) {
       <div class="run-columns">
         <div class="run-main">
           <RunIO task={task} />
-          <Conversation task={task} messages={run.messages} writing={run.writing} />
+          <Conversation task={task} messages={run.messages} writing={run.writing} calls={run.calls} />
         </div>
         <div class="run-side">
           <Timeline task={task} events={run.events} messages={run.messages} calls={run.calls} />

@@ -4,11 +4,12 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, follow, query } from "../api.js";
 import { href, navigate } from "../router.js";
-import { Ago, Duration, Empty, Failure, STATES, StateBadge, short, useLoad, shortId } from "../ui.jsx";
+import { Ago, Duration, Empty, Failure, STATES, StateBadge, TERMINAL, short, useLoad, shortId } from "../ui.jsx";
 import { Run } from "./run.jsx";
 
 // The filters the list takes from the URL, as the API names them.
-const FILTERS = ["state", "agent", "context_id", "parent_id", "created_after", "created_before"];
+const FILTERS = ["state", "agent", "paused", "context_id", "parent_id", "created_after", "created_before"];
+const PAUSED = { "": "any", true: "paused", false: "not paused" };
 const SINCE = {
   "": "any time",
   "1h": "last hour",
@@ -88,7 +89,8 @@ function RunList({ params }) {
       },
       (failure) => current && setError(failure),
     );
-    const live = { type: "state_change" };
+    // Pauses and resumes change no state: followed too, for the mark and the filter.
+    const live = { type: ["state_change", "paused", "resumed"] };
     for (const name of ["agent", "context_id", "parent_id"]) if (filters[name]) live[name] = filters[name];
     // Live: the tenant's state changes, filtered as the list is. A burst of them
     // costs one read of the first page (at most every LIVE_MS), not a read per task:
@@ -112,16 +114,19 @@ function RunList({ params }) {
       if (added.length) setTotal((count) => (typeof count === "number" ? count + added.length : count));
       setFresh((fresh) => new Set([...fresh, ...ids].filter((id) => first.has(id) || older.includes(id))));
     }
+    // A task not on the page comes in when it is new, or enters a state the list shows
+    // (a list of failed tasks gains each that fails), or is paused in a list of paused
+    // tasks (resumed, in a list of those not paused).
+    const heard = (entering) => (event) => {
+      const known = shown.current.some((task) => task.id === event.task_id);
+      if (!known && !entering(event)) return;
+      changed.add(event.task_id);
+      if (timer === null) timer = setTimeout(catchUp, LIVE_MS);
+    };
     const stream = follow(`/v1/events${query(live)}`, null, {
-      state_change: (event) => {
-        const known = shown.current.some((task) => task.id === event.task_id);
-        // A task not on the page comes in when it is new, or enters a state the list
-        // shows (a list of failed tasks gains each that fails).
-        const entering = event.data.from === null || filters.state?.includes(event.data.to);
-        if (!known && !entering) return;
-        changed.add(event.task_id);
-        if (timer === null) timer = setTimeout(catchUp, LIVE_MS);
-      },
+      state_change: heard((event) => event.data.from === null || filters.state?.includes(event.data.to)),
+      paused: heard(() => filters.paused === "true"),
+      resumed: heard(() => filters.paused === "false"),
     });
     return () => {
       current = false;
@@ -204,6 +209,12 @@ function Filters({ params }) {
         </select>
       </label>
       <label>
+        paused
+        <select name="paused" value={params.get("paused") || ""} onChange={(event) => set("paused", event.currentTarget.value)}>
+          {Object.entries(PAUSED).map(([value, label]) => <option value={value}>{label}</option>)}
+        </select>
+      </label>
+      <label>
         created
         <select name="since" value={since} onChange={(event) => pick(event.currentTarget.value)}>
           {Object.entries(SINCE).map(([value, label]) => <option value={value}>{label}</option>)}
@@ -283,7 +294,8 @@ export function RunTable({ tasks, fresh = new Set() }) {
         </thead>
         <tbody>
           {rows.filter(({ task }) => !hidden.has(task.id)).map(({ task, depth, children }) => (
-            <tr data-task={task.id} class={`${fresh.has(task.id) ? "fresh" : ""} depth-${Math.min(depth, 4)}`} key={task.id}>
+            <tr data-task={task.id} data-paused={task.paused && !TERMINAL.has(task.state) ? "" : undefined}
+              class={`${fresh.has(task.id) ? "fresh" : ""} depth-${Math.min(depth, 4)}`} key={task.id}>
               <td class="id">
                 {children > 0 && (
                   <button type="button" class="fold" aria-expanded={open.has(task.id)}

@@ -1,21 +1,26 @@
 // What an operator can do to a run, in one bar built once for every control.
 
-import { useRef, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { api } from "../../api.js";
-import { ConfirmButton, TERMINAL } from "../../ui.jsx";
+import { ReasonButton, TERMINAL } from "../../ui.jsx";
+import { Approvals } from "./approvals.jsx";
 import { ForkButton, forkNeeds } from "./fork.jsx";
 
-// The controls bar, for every state: Cancel for the states that are not terminal,
-// Fork for every state (pause and approve land in its `.bar` too). The forms below it
-// (answer the questions, send a follow-up) take the page's width.
+// The controls bar, for every state: Cancel, and Pause or Resume, for the states that
+// are not terminal, Fork for every state. The forms below it (decide on tool calls,
+// answer the questions, send a follow-up) take the page's width.
 export function RunControls({ task, messages, onTask }) {
   const terminal = TERMINAL.has(task.state);
-  const asks = task.state === "input_required" && task.input_request?.kind === "questions";
-  const follows = !terminal && !asks;
+  const kind = task.state === "input_required" ? task.input_request?.kind : null;
+  const asks = kind === "questions";
+  const approves = kind === "approvals";
+  const follows = !terminal && !asks && !approves;
   return (
     <section class="run-controls" id="run-controls">
       <div class="bar">
         {!terminal && <CancelButton task={task} onTask={onTask} />}
+        {!terminal && !task.paused && <PauseButton task={task} onTask={onTask} />}
+        {!terminal && task.paused && <ResumeButton task={task} onTask={onTask} />}
         <ForkButton
           task={task}
           at={null}
@@ -25,8 +30,8 @@ export function RunControls({ task, messages, onTask }) {
           needs={forkNeeds(messages.map((m) => m.message), messages.length) ?? "optional"}
           explain="A new run begins with all of this run's conversation so far and goes on from there (to fork from an earlier step, use a message's fork from here)."
         />
-        {/* pause / approve: here */}
       </div>
+      {approves && <Approvals task={task} onTask={onTask} />}
       {asks && <AnswerForm task={task} onTask={onTask} />}
       {follows && <FollowUp task={task} onTask={onTask} />}
     </section>
@@ -34,9 +39,8 @@ export function RunControls({ task, messages, onTask }) {
 }
 
 function CancelButton({ task, onTask }) {
-  const reason = useRef(null);
   return (
-    <ConfirmButton
+    <ReasonButton
       id="cancel"
       label="Cancel"
       title="Cancel this run?"
@@ -46,17 +50,59 @@ function CancelButton({ task, onTask }) {
         <>
           It stops where it is and ends <strong>cancelled</strong>; its subtasks that are still running
           are cancelled too (detached ones run on), and its webhooks are told. This cannot be undone.
-          <label class="reason">
-            reason (optional)
-            <input name="reason" ref={reason} maxLength={2000} placeholder="why" />
-          </label>
         </>
       }
-      onConfirm={async () => {
-        const text = reason.current?.value.trim();
-        onTask(await api.post(`/v1/tasks/${task.id}/cancel`, text ? { reason: text } : {}));
-      }}
+      onConfirm={async (reason) => onTask(await api.post(`/v1/tasks/${task.id}/cancel`, reason ? { reason } : {}))}
     />
+  );
+}
+
+// A hold on the run, with an optional reason; it says what a pause does in this state.
+function PauseButton({ task, onTask }) {
+  return (
+    <ReasonButton
+      id="pause"
+      label="Pause"
+      title="Pause this run?"
+      confirm="Pause the run"
+      dismiss="Let it run"
+      detail={
+        <>
+          {task.state === "running"
+            ? "Its run stops within a second or so (a tool call in flight finishes and is recorded first) and gives its worker back. "
+            : "No worker takes it while it is paused. "}
+          It keeps its state and its conversation; <strong>Resume</strong> lets it go on from where it stopped,
+          repeating no finished tool call. Its time paused does not count against its timeout.
+        </>
+      }
+      onConfirm={async (reason) => onTask(await api.post(`/v1/tasks/${task.id}/pause`, reason ? { reason } : {}))}
+    />
+  );
+}
+
+// Let go of the hold: the run goes on from its ledger.
+function ResumeButton({ task, onTask }) {
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  async function resume() {
+    setBusy(true);
+    setError(null);
+    try {
+      onTask(await api.post(`/v1/tasks/${task.id}/resume`));
+    } catch (failure) {
+      setError(failure.message);
+    } finally {
+      setBusy(false);
+    }
+  }
+  return (
+    <>
+      <button type="button" id="resume" class="primary" disabled={busy} onClick={resume}
+        title="Let the run go on from where it stopped">
+        Resume
+      </button>
+      {error && <span class="error" role="alert">{error}</span>}
+    </>
   );
 }
 

@@ -1,6 +1,7 @@
 // The conversation with the model, part by part, and the answer as it is written.
 
 import { Content, dateTime } from "../../ui.jsx";
+import { ApprovalSaid } from "./approvals.jsx";
 import { MessageForks } from "./fork.jsx";
 
 // Tool arguments arrive as a JSON string or an object: shown as indented JSON.
@@ -18,7 +19,8 @@ function content(value) {
   return value;
 }
 
-function Part({ part }) {
+// `approval`: the decision on this call, when it waited for one (from the calls' rows).
+function Part({ part, approval }) {
   switch (part.part_kind) {
     case "user-prompt":
       return <div class="part user-prompt"><div class="kind">prompt</div><Content value={content(part.content)} /></div>;
@@ -33,6 +35,10 @@ function Part({ part }) {
         <div class="part tool-call" data-tool={part.tool_name}>
           <div class="kind">→ calls <span class="mono">{part.tool_name}</span></div>
           <Content value={asJson(part.args)} lines={12} />
+          <ApprovalSaid approval={approval} />
+          {approval?.edited && (
+            <div class="made-with"><span class="muted">made with</span><Content value={approval.arguments} lines={12} /></div>
+          )}
         </div>
       );
     case "tool-return":
@@ -54,8 +60,9 @@ function Part({ part }) {
   }
 }
 
-export function Conversation({ task, messages, writing }) {
+export function Conversation({ task, messages, writing, calls = [] }) {
   const ledger = messages.map((m) => m.message);
+  const approvals = new Map(calls.filter((call) => call.approval).map((call) => [call.tool_call_id, call.approval]));
   return (
     <section class="conversation">
       <h2>Conversation</h2>
@@ -66,7 +73,7 @@ export function Conversation({ task, messages, writing }) {
               {m.kind === "request" ? "to the model" : "model"}
               <span class="muted"> · #{m.position} · attempt {m.attempt} · <time dateTime={m.created_at}>{dateTime(m.created_at)}</time></span>
             </header>
-            {(m.message?.parts || []).map((part, i) => <Part part={part} key={i} />)}
+            {(m.message?.parts || []).map((part, i) => <Part part={part} approval={approvals.get(part.tool_call_id)} key={i} />)}
             <MessageForks task={task} messages={ledger} message={{ ...m.message, position: m.position }} />
           </article>
         ))}

@@ -121,8 +121,33 @@ export function RunHead({ task, progress }) {
           {!error.message && <Content value={error} />}
         </div>
       )}
+      {task.paused && !TERMINAL.has(task.state) && <Paused task={task} />}
       {task.cancel_reason && <p class="muted cancel-reason">cancelled: {task.cancel_reason}</p>}
     </section>
+  );
+}
+
+// Who holds it, since when and why; held by its profile's brake, it says so (and that
+// Resume lets this one go alone).
+function Paused({ task }) {
+  const { by, at, reason, scope } = task.paused;
+  const profile = task.agent.profile;
+  return (
+    <div class="paused-note" id="paused" role="status">
+      <strong>Paused</strong> by <span class="mono by">{by ?? "someone"}</span>
+      {at && <> at <At iso={at} /></>}
+      {reason ? <>: <span class="reason">{reason}</span></> : <span class="muted"> (no reason given)</span>}
+      {scope === "agent" && (
+        <p class="brake muted">
+          Held by the <a href="#/agents">{profile} profile's brake</a>: every task of {profile} is paused until
+          it is released (Resume here lets this one go alone).
+        </p>
+      )}
+      <p class="muted what">
+        No worker runs it while it is paused (a run under way stops once no tool call is in flight);
+        Resume lets it go on from where it stopped.
+      </p>
+    </div>
   );
 }
 

@@ -135,7 +135,8 @@ export function useRun(id) {
       },
     };
     for (const type of ["state_change", "claimed", "released", "recovered", "stalled", "throttled", "followup",
-      "message", "usage", "tool_call", "tool_result", "progress", "log", "webhook_disabled"]) {
+      "message", "usage", "tool_call", "tool_result", "progress", "log", "webhook_disabled", "paused", "resumed",
+      "approval"]) {
       handlers[type] = (event) => {
         if (!current) return;
         if (known.seqs.has(event.seq)) return; // seen before the stream reopened
@@ -158,7 +159,10 @@ export function useRun(id) {
           loadSubtasks();
         } else if (type === "progress") setProgress(event.data);
         else if (type === "usage") setTask((t) => (t ? { ...t, usage: event.data } : t));
-        else if (["claimed", "released", "recovered", "followup"].includes(type)) loadTask();
+        else if (type === "approval") {
+          loadTask();
+          loadCalls();
+        } else if (["claimed", "released", "recovered", "followup", "paused", "resumed"].includes(type)) loadTask();
       };
     }
 

@@ -3,6 +3,7 @@
 // bar from its start to its end on one axis from the run's creation to its end.
 
 import { TERMINAL, short, span, useNow } from "../../ui.jsx";
+import { ApprovalSaid } from "./approvals.jsx";
 
 const MAX_ROWS = 150; // a long run's first bars; the tables below have every call
 const ms = (iso) => (iso ? new Date(iso).getTime() : null);
@@ -142,9 +143,12 @@ export function Calls({ calls }) {
             {calls.map((call) => (
               <tr data-call={call.tool_call_id} key={call.id}>
                 <td class="mono">{call.name}</td>
-                <td class={`call-status ${call.status}`}>{call.status}</td>
+                <td class={`call-status ${call.status}`}>{call.status}<ApprovalSaid approval={call.approval} /></td>
                 <td class="muted">{call.started_at && call.finished_at ? span((ms(call.finished_at) - ms(call.started_at)) / 1000) : "…"}</td>
-                <td><code class="clip">{short(call.arguments, 120)}</code></td>
+                <td>
+                  <code class="clip">{short(call.approval?.edited ? call.approval.arguments : call.arguments, 120)}</code>
+                  {call.approval?.edited && <span class="muted edited">edited (the model asked {short(call.arguments, 60)})</span>}
+                </td>
                 <td>
                   {call.error
                     ? <code class="clip error">{short(call.error, 160)}</code>
