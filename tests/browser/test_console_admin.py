@@ -123,7 +123,9 @@ async def test_the_agent_profiles_are_listed_and_link_to_their_runs(
         await expect(demo).to_contain_text(profile["model"])
         await expect(demo.locator(".prompt pre")).to_contain_text(profile["system_prompt"][:40])
         for tool in profile["tools"]:
-            await expect(demo.locator(".tags")).to_contain_text(tool)
+            await expect(demo.locator(".tags").first).to_contain_text(tool)
+        await expect(demo.locator(".approvals")).to_have_text("calls of publish wait for a person")
+        await expect(page.locator('article[data-agent="default"] .approvals')).to_have_count(0)
         await screenshot(page, "console-agents")
         await demo.get_by_role("link", name="Runs of demo").click()
         await expect(page).to_have_url(f"{live.url}/ui/#/runs?agent=demo")

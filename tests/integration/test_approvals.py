@@ -127,6 +127,15 @@ async def test_an_approved_call_is_made_once_after_the_task_waited_holding_no_wo
             {"order": "A-1", "amount": 500},
         )
         assert asked["note"] == "Refunds need a person."
+        agents = {a["name"]: a for a in (await client.get("/v1/agents")).json()["agents"]}
+        assert agents["billing"]["approvals"] == {
+            "tools": ["refund"],
+            "note": "Refunds need a person.",
+            "timeout_seconds": None,
+            "on_timeout": "deny",
+        }
+        assert agents["default"]["approvals"] is None
+        assert agents["demo"]["approvals"]["tools"] == ["publish"]
         assert asked["schema"]["properties"]["amount"]["type"] == "integer"
         assert refunds == {}  # not made
         # It holds no worker: with one slot, another task runs meanwhile.

@@ -474,6 +474,15 @@ class CallPage(Counted):
     next_after: int | None
 
 
+class ApprovalsOut(BaseModel):
+    tools: list[str] = Field(description="Tool names or patterns whose calls wait.")
+    note: str = Field(description="Shown with each request.")
+    timeout_seconds: float | None = Field(
+        default=None, description="How long a call may wait (null: as long as it takes)."
+    )
+    on_timeout: str = Field(description="`deny` (the run goes on) or `fail` (the task fails).")
+
+
 class ProfileOut(BaseModel):
     name: str
     description: str
@@ -486,6 +495,11 @@ class ProfileOut(BaseModel):
         default=None,
         description="The operators' brake on this profile for the tenant (null: none): "
         "`POST /v1/agents/{name}/pause` and `/resume`.",
+    )
+    approvals: ApprovalsOut | None = Field(
+        default=None,
+        description="The tool calls of this profile that wait for a person's approval "
+        "(null: none).",
     )
 
 

@@ -90,6 +90,18 @@ export function Agents() {
                   ? <span class="tags">{agent.tools.map((tool) => <span class="tag mono">{tool}</span>)}</span>
                   : <span class="muted">none</span>}
               </dd>
+              {agent.approvals && (
+                <>
+                  <dt>approval</dt>
+                  <dd class="approvals">
+                    calls of{" "}
+                    <span class="tags">{agent.approvals.tools.map((tool) => <span class="tag mono">{tool}</span>)}</span>{" "}
+                    wait for a person
+                    {agent.approvals.timeout_seconds !== null &&
+                      ` (at most ${agent.approvals.timeout_seconds} s, then ${agent.approvals.on_timeout === "fail" ? "the task fails" : "denied"})`}
+                  </dd>
+                </>
+              )}
               <dt>requests</dt><dd>at most {agent.request_limit} model requests a run</dd>
               <dt>output</dt><dd class="mono">{agent.output}</dd>
             </dl>

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body
 from taskservice.api.deps import Caller
 from taskservice.api.errors import problem_responses
 from taskservice.api.schemas import (
+    ApprovalsOut,
     BrakeChange,
     BrakeOut,
     PauseRequest,
@@ -47,6 +48,14 @@ async def list_agents(caller: Caller) -> ProfileList:
                 request_limit=p.request_limit,
                 output=p.output,
                 paused=_brake_out(brakes.get(p.name)),
+                approvals=ApprovalsOut(
+                    tools=list(p.approvals.tools),
+                    note=p.approvals.note,
+                    timeout_seconds=p.approvals.timeout_seconds,
+                    on_timeout=p.approvals.on_timeout,
+                )
+                if p.approvals.tools
+                else None,
             )
             for p in caller.service.profiles()
         ]
