@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from taskservice.common.pricing import PriceSetting, parse_model_prices
 from taskservice.common.rate_limits import RateLimit, parse_rate_limits
 
 OFFLINE_MODEL = "offline"
@@ -221,6 +222,14 @@ class Settings(BaseSettings):
         "`rpm`, `rps`, `tpm`, `tps`): a request waits for room, the task `throttled` "
         "without a worker slot, instead of meeting the provider's 429 (see Rate limits)",
     )
+    model_prices: Annotated[dict[str, PriceSetting], NoDecode] = Field(
+        default_factory=dict,
+        description="prices of models genai-prices does not know, or priced otherwise, in USD "
+        'per million tokens, as JSON: `{"openai-chat:my-llama": {"input": 0.2, "output": 0.6, '
+        '"cached_input": 0.05}}` (by the task\'s model or the name the provider answers with; '
+        "`cached_input` unset: as `input`); a model priced by neither is counted as unpriced, "
+        "never as free (see Cost)",
+    )
     router_model: str | None = Field(
         default=None,
         description="the model `POST /v1/messages` asks to pick among waiting tasks; unset: "
@@ -346,6 +355,13 @@ class Settings(BaseSettings):
     def _parse_rate_limits(cls, value: object) -> object:
         if isinstance(value, str):
             return parse_rate_limits(value)
+        return value
+
+    @field_validator("model_prices", mode="before")
+    @classmethod
+    def _parse_model_prices(cls, value: object) -> object:
+        if isinstance(value, str):
+            return parse_model_prices(value) if value.strip() else {}
         return value
 
     @field_validator("webhook_retry_schedule", mode="before")

@@ -5,6 +5,8 @@ Tests queue what it answers next, one entry per request:
 - `Reply(text=...)` or `Reply(tool_calls=[(id, name, arguments), ...])`;
 - `Reply(status=429, retry_after_ms=10)`, `Reply(status=500)`;
 - `Reply(delay=2.0, ...)`: answer after a delay (a slow provider);
+- `Reply(prompt_tokens=..., completion_tokens=..., cached_tokens=...)`: the usage it
+  reports (cached: `prompt_tokens_details.cached_tokens`, as OpenAI reports them);
 - `stream=True` requests are answered as server-sent chunks: the text a word at a
   time, each tool call's arguments in pieces of `piece` characters, with
   `chunk_delay` seconds before each chunk (a model writing at its pace).
@@ -45,6 +47,7 @@ class Reply:
     piece: int = 8
     prompt_tokens: int = 11
     completion_tokens: int = 7
+    cached_tokens: int | None = None  # of the prompt's, read from the provider's cache
 
 
 class FakeOpenAI:
@@ -132,6 +135,8 @@ class FakeOpenAI:
             "completion_tokens": reply.completion_tokens,
             "total_tokens": reply.prompt_tokens + reply.completion_tokens,
         }
+        if reply.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
         if body.get("stream"):
             return StreamingResponse(
                 self._chunks(body["model"], message, finish, usage, reply),
@@ -153,7 +158,7 @@ class FakeOpenAI:
         model: str,
         message: dict[str, Any],
         finish: str,
-        usage: dict[str, int],
+        usage: dict[str, Any],
         reply: Reply,
     ) -> Any:
         def chunk(delta: dict[str, Any], reason: str | None = None, **extra: Any) -> str:

@@ -48,7 +48,14 @@ async def test_a_task_runs_over_http_with_tool_calls(
         done = await until_state(client, task["id"], "completed", "failed")
     assert done["state"] == "completed", done
     assert done["result"] == "The answer is 42."
-    assert done["usage"] == {"input_tokens": 22, "output_tokens": 14, "requests": 2}
+    assert done["usage"] == {
+        "input_tokens": 22,
+        "output_tokens": 14,
+        "requests": 2,
+        "cost": None,  # genai-prices knows no fake-gpt: unpriced, not free
+        "currency": "USD",
+        "unpriced_requests": 2,
+    }
     first, second = fake.requests
     assert first["model"] == "fake-gpt"
     assert first["messages"][0] == {"role": "system", "content": "Be exact."}

@@ -3,8 +3,8 @@ prometheus-client's default registry (its process and GC metrics included).
 
 Two kinds, so that several processes and replicas add up:
 
-- what each process does, counted by that process: claims, runs, model requests
-  and tokens, interruptions, webhook attempts, open streams, HTTP requests. Every
+- what each process does, counted by that process: claims, runs, model requests,
+  tokens and cost, interruptions, webhook attempts, open streams, HTTP requests. Every
   process is scraped (each replica, each `worker`, on its own port when it serves
   no API), and Prometheus sums them; no label names a tenant or a task. The
   processes of one `serve --processes N` are one target: each adds up all of them
@@ -59,6 +59,19 @@ MODEL_TOKENS = Counter(
     _PREFIX + "model_tokens",
     "Tokens of model requests (`input`) and responses (`output`), by the task's model.",
     ["model", "direction"],
+)
+MODEL_COST = Counter(
+    _PREFIX + "model_cost_usd",
+    "What priced model responses cost, in USD (genai-prices' or the operator's prices), "
+    "by agent profile and the task's model.",
+    ["agent", "model"],
+)
+MODEL_UNPRICED = Counter(
+    _PREFIX + "model_unpriced_requests",
+    "Model responses with no price (a model neither genai-prices nor "
+    "TASKSERVICE_MODEL_PRICES knows, the built-in models), by agent profile and the "
+    "task's model: their cost is not in model_cost_usd.",
+    ["agent", "model"],
 )
 INTERRUPTIONS = Counter(
     _PREFIX + "task_interruptions",

@@ -168,7 +168,8 @@ class EventType(StrEnum):
     worker, attempt (and reason); `stalled` worker, quiet_since; `throttled` worker,
     attempt, model, budgets, until, wait_seconds, reason; `followup` seq,
     preview; `message` position,
-    kind, parts; `usage` input_tokens, output_tokens, requests; `tool_call` and
+    kind, parts; `usage` input_tokens, output_tokens, requests, cost, currency,
+    unpriced_requests; `tool_call` and
     `tool_result` tool_call_id, name, status, arguments or result or error; `progress`
     percent, note; `log` level (debug, info, warning, error), message (and `dropped:
     true` on the line saying the task reached its limit of lines); `webhook_disabled`
@@ -185,7 +186,7 @@ class EventType(StrEnum):
     THROTTLED = "throttled"
     FOLLOWUP = "followup"  # a message for the run was queued: seq, preview
     MESSAGE = "message"  # a complete model message: position, kind, parts (previews)
-    USAGE = "usage"  # tokens and requests so far: input_tokens, output_tokens, requests
+    USAGE = "usage"  # tokens, requests, cost so far (`domain/views.TaskOut.usage`)
     TOOL_CALL = "tool_call"  # a tool call started: tool_call_id, name, status, arguments
     TOOL_RESULT = "tool_result"  # it ended: tool_call_id, name, status, result or error
     PROGRESS = "progress"  # the agent's report_progress: percent, note

@@ -63,7 +63,15 @@ class TaskOut(BaseModel):
     timeout_seconds: float | None = None
     cancel_reason: str | None = None
     input_request: Any = None
-    usage: dict[str, Any]
+    usage: dict[str, Any] = Field(
+        description="Its model requests so far (empty before the first): `input_tokens`, "
+        "`output_tokens`, `requests`, and what they cost: `cost` (US dollars as an exact "
+        'decimal string, e.g. `"0.0005412"`, priced by genai-prices or '
+        "`TASKSERVICE_MODEL_PRICES`; null when requests were unpriced and none priced "
+        'added to it, never a claimed `"0"`), `currency` (`USD`), `unpriced_requests` '
+        "(requests nobody prices: while above 0, `cost` covers only the others). A "
+        "fork's starts empty; a subtask has its own."
+    )
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None = None

@@ -415,5 +415,6 @@ class Delegator:
             ModelRequest(parts=[UserPromptPart(as_text(task.input))]),
             ModelResponse(parts=[TextPart(said)], model_name=task.agent.model),
         ]
-        await ledger.sync(conversation, RunUsage(), final=True)
+        # The remote agent's answer: no model request of ours, nothing to price.
+        await ledger.sync(conversation, RunUsage(), final=True, priced=False)
         return Completed(result, ledger.usage)

@@ -28,7 +28,8 @@ from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolResults
 
 from taskservice.agents.tools import LogLevel, RunHooks
-from taskservice.common.metrics import MODEL_REQUESTS, MODEL_TOKENS
+from taskservice.common.metrics import MODEL_COST, MODEL_REQUESTS, MODEL_TOKENS, MODEL_UNPRICED
+from taskservice.common.pricing import Pricing, Spend
 from taskservice.db import retried, unsent
 from taskservice.db.steps import Finished, LedgerStore
 from taskservice.domain.models import Lease, Task
@@ -48,6 +49,9 @@ from taskservice.worker.turns import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# The counts of a task's `usage` (beside its cost: `common/pricing.Spend`).
+_COUNTS = ("input_tokens", "output_tokens", "requests")
 
 # A task's event_seq when its first claim has just written `running`: 1 `pending`, 2
 # `running`.
@@ -79,8 +83,10 @@ class RunLedger(RunHooks):
         lease: Lease,
         *,
         patience: float = 0.0,
+        pricing: Pricing | None = None,
     ) -> None:
         self.store = store
+        self.pricing = pricing or Pricing()
         # How long a statement waits for a connection while the database refuses
         # them (`_patiently`).
         self.patience = patience
@@ -89,8 +95,13 @@ class RunLedger(RunHooks):
         self.task = task
         self.lease = lease
         self.position = 0  # of the next message to persist
-        self.base_usage = {k: int(v) for k, v in (task.usage or {}).items()}
-        self.usage = dict(self.base_usage)
+        self.base_usage = {k: int(v) for k, v in (task.usage or {}).items() if k in _COUNTS}
+        # What the task's requests cost: each model response priced once, as the run
+        # receives it (`_price`), added to what the runs before it cost. A fork's
+        # copied messages were its source's, and are not priced again.
+        self.spend = Spend.of(task.usage)
+        self.priced = 0  # the messages of the run before this one are priced
+        self.usage: dict[str, Any] = dict(task.usage or {})
         # The last rows of the run, written with its outcome (`finish`).
         self.staged: dict[str, list[dict[str, Any]]] | None = None
         self.staged_read = 0  # the highest follow-up in what is staged
@@ -130,7 +141,7 @@ class RunLedger(RunHooks):
         """The conversation to go on from, and the settled results of the tool calls
         its last response asked for; says in `log` lines why and how it resumes."""
         if self.conversation is not None:  # the run goes on in memory, with follow-ups
-            self.base_usage = dict(self.usage)  # the usage of the runs before it
+            self.base_usage = {k: self.usage.get(k, 0) for k in _COUNTS}  # the runs before it
             self.mail = True
             return self.conversation, None
         if self.task.attempt == 1 and self.task.event_seq == _FIRST_CLAIM_SEQ + self.task.followups:
@@ -142,7 +153,7 @@ class RunLedger(RunHooks):
             return [], None
         rows = await self._patiently(lambda: self.store.all_messages(self.task.id))
         history = ModelMessagesTypeAdapter.validate_python([row["message"] for row in rows])
-        self.position = len(history)
+        self.position = self.priced = len(history)
         cause = await self._patiently(
             lambda: self.store.resume_cause(self.task.id, claim_seq=self.task.event_seq)
         )
@@ -182,7 +193,12 @@ class RunLedger(RunHooks):
     # -- progress ---------------------------------------------------------------
 
     async def sync(
-        self, messages: list[ModelMessage], run_usage: Any, *, final: bool = False
+        self,
+        messages: list[ModelMessage],
+        run_usage: Any,
+        *,
+        final: bool = False,
+        priced: bool = True,
     ) -> None:
         """Persist the complete messages not yet in the ledger, in one statement.
 
@@ -194,13 +210,19 @@ class RunLedger(RunHooks):
         lost if the run stops in between: a resumed run rebuilds the request from
         what the ledger has (the prompt, or the recorded results of the tool calls
         the last response asked for) and asks the model again.
+
+        Each model response is priced as it arrives (not as it is written), so the
+        cost shown goes with the tokens shown; `priced=False`: the responses are no
+        model requests of this service's (a remote agent's answer, recorded).
         """
+        self._price(messages, priced=priced)
         self.usage = {
             "input_tokens": self.base_usage.get("input_tokens", 0)
             + int(run_usage.input_tokens or 0),
             "output_tokens": self.base_usage.get("output_tokens", 0)
             + int(run_usage.output_tokens or 0),
             "requests": self.base_usage.get("requests", 0) + int(run_usage.requests or 0),
+            **self.spend.shown(),
         }
         new = messages[self.position :]
         if not final:
@@ -225,6 +247,29 @@ class RunLedger(RunHooks):
             )
         )
         self.read = read
+
+    def _price(self, messages: list[ModelMessage], *, priced: bool) -> None:
+        """Price the responses the run received since the last call, each once."""
+        fresh, self.priced = messages[self.priced :], max(self.priced, len(messages))
+        if not priced:
+            return
+        agent = self.task.agent
+        for message in fresh:
+            if not isinstance(message, ModelResponse):
+                continue
+            price = self.pricing.price(
+                message.usage,
+                model=agent.model,
+                model_name=message.model_name,
+                provider=message.provider_name,
+                provider_url=message.provider_url,
+                at=message.timestamp,
+            )
+            self.spend.add(price)
+            if price is None:
+                MODEL_UNPRICED.labels(agent.profile, agent.model).inc()
+            else:
+                MODEL_COST.labels(agent.profile, agent.model).inc(float(price))
 
     def _rows(self, new: list[ModelMessage]) -> dict[str, list[dict[str, Any]]]:
         """The ledger rows of `new` (messages, their tool calls, their events)."""

@@ -12,13 +12,13 @@ from taskservice.common.rate_limits import Throttled
 @dataclass(frozen=True, slots=True)
 class Completed:
     result: Any
-    usage: dict[str, int]
+    usage: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Failed:
     error: dict[str, Any]
-    usage: dict[str, int]
+    usage: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class NeedsInput:
     in `input_required` (until `deadline`, when one applies: `wake_at`)."""
 
     request: dict[str, Any]
-    usage: dict[str, int]
+    usage: dict[str, Any]
     deadline: datetime | None = None
 
 

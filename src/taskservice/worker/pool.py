@@ -41,6 +41,7 @@ from opentelemetry.trace import SpanKind
 
 from taskservice.common import logs
 from taskservice.common.metrics import CLAIM_LATENCY, INTERRUPTIONS, RUN_DURATION
+from taskservice.common.pricing import Pricing
 from taskservice.common.tracing import Tracing, failed
 from taskservice.db import TRANSIENT_ERRORS, retried
 from taskservice.db.leases import LeaseStore
@@ -101,6 +102,8 @@ class WorkerPool:
         self.executor = executor
         self.hub = hub
         self.settings = settings
+        self.pricing = Pricing(settings.model_prices)  # what each model response costs
+        self.pricing.preload()
         self.worker_id = new_worker_id()
         self.heartbeat = Heartbeat(
             database_url=database_url,
@@ -331,6 +334,7 @@ class WorkerPool:
                 task,
                 lease,
                 patience=self.settings.outcome_retry_seconds,
+                pricing=self.pricing,
             )
             if task.id in self._paused_early:  # paused as it was being claimed
                 self._paused_early.discard(task.id)
