@@ -4,6 +4,7 @@ reporting real usage figures; the expected figures are genai-prices' own."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -11,13 +12,14 @@ from typing import Any
 import httpx
 import pytest
 from genai_prices import calc_price
+from pydantic_ai import RunContext
 from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.usage import RequestUsage
 
 from taskservice.common.pricing import parse_model_prices
 from tests.conftest import ClientFactory, wait_for
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.integration.helpers import until_state
+from tests.integration.helpers import QUICK_RECOVERY, until_state, worker_dies
 from tests.integration.test_metrics import Samples, scrape, value
 
 PRICED = "openai-chat:gpt-4o-mini"  # genai-prices knows OpenAI's gpt-4o-mini
@@ -228,3 +230,58 @@ async def test_a_fork_costs_only_its_own_requests(
     assert Decimal(done["usage"]["cost"]) == genai_price(fork_reply)  # the copy was paid for
     assert done["usage"]["requests"] == 1
     assert again["usage"] == source["usage"]  # the source is never written
+
+
+async def test_a_run_recovered_after_its_worker_died_prices_each_response_once(
+    make_client: ClientFactory, fake: FakeOpenAI
+) -> None:
+    hanging = asyncio.Event()
+
+    async def hang(ctx: RunContext[Any]) -> str:
+        """Never returns."""
+        hanging.set()
+        await asyncio.sleep(3600)
+        return "unreachable"
+
+    replies = [
+        Reply(tool_calls=[("c1", "hang", {})], prompt_tokens=800, completion_tokens=30),
+        Reply(text="Gave up on it.", prompt_tokens=900, completion_tokens=40),
+    ]
+    fake.queue(*replies)
+    settings = _settings(fake, default_tools=["hang"], **QUICK_RECOVERY)
+    async with make_client(tools={"hang": hang}, **settings) as client:
+        task = (await client.post("/v1/tasks", json={"input": "go", "model": PRICED})).json()
+        await asyncio.wait_for(hanging.wait(), 10)
+        worker_dies(client, task["id"])
+        done = await until_state(client, task["id"], "completed", "failed")
+    assert done["state"] == "completed", done
+    assert done["attempt"] == 2
+    assert done["usage"]["requests"] == 2
+    # The first response was recorded (with its cost) before the worker died; the
+    # recovered run reads it from the ledger and prices only its own.
+    assert Decimal(done["usage"]["cost"]) == genai_price(replies[0]) + genai_price(replies[1])
+
+
+async def test_a_subtask_has_its_own_cost(make_client: ClientFactory, fake: FakeOpenAI) -> None:
+    replies = [
+        Reply(
+            tool_calls=[
+                ("s1", "spawn_subtask", {"input": "part one"}),
+                ("w1", "wait_for_subtasks", {}),
+            ],
+            prompt_tokens=600,
+            completion_tokens=40,
+        ),
+        Reply(text="Part one done.", prompt_tokens=300, completion_tokens=20),  # the child's
+        Reply(text="All done.", prompt_tokens=1_000, completion_tokens=50),
+    ]
+    fake.queue(*replies)
+    tools = ["spawn_subtask", "wait_for_subtasks"]
+    async with make_client(**_settings(fake, default_tools=tools)) as client:
+        parent = await _run(client, PRICED)
+        children = (await client.get("/v1/tasks", params={"parent_id": parent["id"]})).json()
+    [child] = children["tasks"]
+    assert child["state"] == "completed", child
+    assert Decimal(child["usage"]["cost"]) == genai_price(replies[1])
+    # The parent's own requests; its subtree's total is not shown yet.
+    assert Decimal(parent["usage"]["cost"]) == genai_price(replies[0]) + genai_price(replies[2])
