@@ -100,6 +100,7 @@ async def test_each_request_is_priced_at_genai_prices_figure_cached_tokens_inclu
         events = await _usage_events(client, done["id"])
         after = await _metrics_after(client, before, "taskservice_model_cost_usd_total")
 
+    assert all(request.get("stream") for request in fake.requests)  # usage from the last chunk
     first, second = (genai_price(reply) for reply in replies)
     assert second < genai_price(Reply(prompt_tokens=1_400, completion_tokens=300))  # cache read
     assert done["usage"] == {
