@@ -74,7 +74,7 @@ FROM t
 
 def _line(fork: Fork) -> dict[str, Any]:
     """The fork's first `log` line (its second event, after `pending`)."""
-    added = "; a message added after them" if fork.message is not None and fork.at else ""
+    added = "; a message added after them" if fork.followup else ""
     message = (
         f"forked from task {fork.source} at position {fork.at} "
         f"(the first {fork.at} of its {fork.ledger} messages copied{added})"
@@ -91,7 +91,7 @@ def _line(fork: Fork) -> dict[str, Any]:
 async def copy_ledger(conn: asyncpg.Connection, task_id: uuid.UUID, fork: Fork) -> Row:
     """Write the fork's ledger (on `conn`, in the transaction that created the task
     `task_id`); the row says the task's `event_seq` and what was copied."""
-    followup = fork.at > 0 and fork.message is not None
+    followup = fork.followup
     params = {
         "p_id": task_id,
         "p_source": fork.source,

@@ -96,7 +96,7 @@ def pending_task(new: NewTask, row: Row) -> Task:
         # A fork's ledger was written with it (`db/forks.py`): its events and
         # follow-up too.
         event_seq=row.get("event_seq", 1),
-        followups=int(new.fork is not None and new.fork.at > 0 and new.fork.message is not None),
+        followups=int(new.fork is not None and new.fork.followup),
         forked_from=new.fork.source if new.fork is not None else None,
         forked_at=new.fork.at if new.fork is not None else None,
         paused=row.get("paused"),

@@ -80,6 +80,12 @@ class Fork:
     preview: str = ""
     key: str | None = None  # the message's sender's key (an A2A message's)
 
+    @property
+    def followup(self) -> bool:
+        """Whether the message is the fork's first follow-up (added after copied
+        messages) rather than its input (at 0), or there is none."""
+        return self.at > 0 and self.message is not None
+
     def fingerprint(self) -> dict[str, Any]:
         """What an idempotency key holds a fork to, beside the task's fields."""
         return {"source": str(self.source), "at": self.at, "message": self.message}

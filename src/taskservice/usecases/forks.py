@@ -49,7 +49,7 @@ def fork_submit(
         model = source.agent.model  # else the profile's model now
     return TaskRequest(
         tenant=source.tenant,
-        input=message if fork.at == 0 and message is not None else source.input,
+        input=source.input if fork.followup or message is None else message,
         system_prompt=request.system_prompt or (source.agent.system_prompt if same else None),
         agent=agent,
         model=model,

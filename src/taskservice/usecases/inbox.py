@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,14 +32,12 @@ from taskservice.domain.errors import Conflict, InvalidRequest
 from taskservice.domain.models import Followup, Task
 from taskservice.domain.states import TaskState
 from taskservice.settings import Settings
-from taskservice.usecases.approvals import ApprovalDesk
+from taskservice.usecases.approvals import ApprovalDesk, Getter
 
 _PREVIEW_CHARS = 500
 # A message re-reads and retries when the task moved under it (it began waiting for
 # input, or finished): a handful of rounds always settles.
 _SEND_ROUNDS = 4
-
-Getter = Callable[..., Awaitable[Task]]
 
 
 @dataclass(frozen=True, slots=True)
