@@ -10,7 +10,14 @@ from genai_prices import calc_price
 from pydantic import ValidationError
 from pydantic_ai.usage import RequestUsage
 
-from taskservice.common.pricing import Pricing, Spend, decimal_text, parse_model_prices
+from taskservice.common.pricing import (
+    Pricing,
+    Spend,
+    SpendLimit,
+    decimal_text,
+    parse_model_prices,
+    parse_spend_limit,
+)
 from taskservice.settings import Settings
 
 USAGE = RequestUsage(input_tokens=1_000, output_tokens=500, cache_read_tokens=200)
@@ -96,3 +103,19 @@ def test_decimal_text_is_plain_digits() -> None:
     assert decimal_text(Decimal("0.00000525000")) == "0.00000525"
     assert decimal_text(Decimal("1E+1")) == "10"
     assert decimal_text(Decimal("0E-12")) == "0"
+
+
+def test_a_spend_limit_is_read_exactly_and_refused_with_what_is_wrong() -> None:
+    limit = parse_spend_limit('{"period": "month", "max_cost": 12.10, "max_tokens": 5000000}')
+    assert limit == SpendLimit(period="month", max_cost=Decimal("12.10"), max_tokens=5_000_000)
+    assert str(limit.max_cost) == "12.10"  # the JSON's digits, not a float's
+    assert parse_spend_limit('{"period": "day", "max_tokens": 10}').max_cost is None
+    for text, said in [
+        ('{"period": "week", "max_cost": 1}', "period"),
+        ('{"period": "day"}', "needs max_cost, max_tokens or both"),
+        ('{"period": "day", "max_cost": -1}', "max_cost"),
+        ('{"period": "day", "max_cost": 1, "colour": 2}', "colour"),
+        ("month", "not JSON"),
+    ]:
+        with pytest.raises(ValueError, match=said):
+            parse_spend_limit(text)

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from genai_prices import calc_price
 from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import ModelPrice
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 CURRENCY = "USD"
 
@@ -181,3 +181,40 @@ def decimal_text(value: Decimal) -> str:
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text or "0"
+
+
+class SpendLimit(BaseModel):
+    """A spend budget's limits for each UTC `period` (`day` or `month`): USD
+    (`max_cost`), tokens (`max_tokens`: input and output), or both."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    period: Literal["day", "month"]
+    max_cost: Decimal | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_tokens: int | None = Field(default=None, gt=0, le=2**62)
+
+    @model_validator(mode="after")
+    def _limits_something(self) -> SpendLimit:
+        if self.max_cost is None and self.max_tokens is None:
+            raise ValueError("a budget needs max_cost, max_tokens or both")
+        return self
+
+
+def parse_spend_limit(text: str) -> SpendLimit:
+    """`{"period": "month", "max_cost": "100", "max_tokens": 5000000}`; ValueError
+    saying what is wrong."""
+    try:
+        data = json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"a budget is not JSON: {exc}") from None
+    try:
+        return SpendLimit.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ValueError(
+            f"a budget: {problems} (expected period day or month, and max_cost in USD "
+            "and/or max_tokens)"
+        ) from None

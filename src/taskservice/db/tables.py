@@ -47,6 +47,8 @@ __all__ = [
     "retention_marks",
     "schedules",
     "service_secrets",
+    "spend_alerts",
+    "spend_budgets",
     "task_calls",
     "task_events",
     "task_followups",
@@ -407,6 +409,9 @@ api_keys = Table(
     Column("key_hash", Text, nullable=False, unique=True),
     created(),
     Column("revoked_at", TZ),
+    # An operator's key (migration 0026; made by `taskservice keys create --admin`
+    # only): it may also call the admin routes, e.g. set a tenant's spend budget.
+    Column("admin", Boolean, nullable=False, server_default=text("false")),
 )
 
 service_secrets = Table(
@@ -454,4 +459,45 @@ usage_contexts = Table(
     Column("agent", Text, primary_key=True),
     Column("model", Text, primary_key=True),
     *_sums(),
+)
+
+# Spend budgets (migration 0026, `db/spend_budgets.py`): a tenant's or an agent
+# profile's limits per UTC day or month, and what was spent (reserved, then settled)
+# in the current period; shared by every process.
+spend_budgets = Table(
+    "spend_budgets",
+    metadata,
+    Column("key", Text, primary_key=True),  # tenant:<name> or agent:<profile>
+    Column("tenant", Text),  # a tenant's budget: whose (null: a profile's)
+    Column("period", Text, nullable=False),
+    Column("max_cost", Numeric),  # USD; null: no limit in money
+    Column("max_tokens", BigInteger),  # null: no limit in tokens
+    Column("period_start", TZ, nullable=False, server_default=text("'-infinity'")),
+    Column("spent_cost", Numeric, nullable=False, server_default=text("0")),
+    Column("spent_tokens", BigInteger, nullable=False, server_default=text("0")),
+    # A request was refused for want of room this period: submits are refused too.
+    Column("exhausted", Boolean, nullable=False, server_default=text("false")),
+    Column("alerted", SmallInteger, nullable=False, server_default=text("0")),  # 0, 80, 100
+    Column("source", Text, nullable=False),  # settings (the default) or admin
+    Column("set_by", Text),
+    Column("updated_at", TZ, nullable=False, server_default=func.now()),
+    CheckConstraint("period IN ('day', 'month')", name="period_valid"),
+    CheckConstraint("source IN ('settings', 'admin')", name="source_valid"),
+)
+# A budget reaching 80% and 100% (or exhausted), once each per period: noted by the
+# `spend_budgets` trigger, sent to the tenant's webhooks subscribed to them.
+spend_alerts = Table(
+    "spend_alerts",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("key", Text, nullable=False),
+    Column("tenant", Text),
+    Column("period_start", TZ, nullable=False),
+    Column("threshold", SmallInteger, nullable=False),
+    Column("spent_cost", Numeric, nullable=False),
+    Column("spent_tokens", BigInteger, nullable=False),
+    Column("max_cost", Numeric),
+    Column("max_tokens", BigInteger),
+    Column("at", TZ, nullable=False, server_default=func.now()),
+    UniqueConstraint("key", "period_start", "threshold"),
 )
