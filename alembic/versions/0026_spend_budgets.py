@@ -13,6 +13,10 @@ period in which a request was refused for want of room: the tenant's submits are
 refused until the period ends. A tenant's row comes from the operator's default
 (`source = 'settings'`) or from an admin's change (`'admin'`).
 
+A schedule of a tenant whose budget is spent waits (`schedules.held_until`, the
+period's end): its slot fires then, as its `missed` policy says, and the schedules
+of other tenants are not held up behind it.
+
 A trigger on the rows notes, per period, the first time a budget reaches 80% and
 100% of a limit (or is exhausted) in `spend_alerts`, once each: tenant-wide
 webhooks subscribed to `budget.80` and `budget.100` are sent from there.
@@ -105,6 +109,7 @@ def upgrade() -> None:
         sa.Column("at", sa.TIMESTAMP(timezone=True), nullable=False, server_default=sa.func.now()),
         sa.UniqueConstraint("key", "period_start", "threshold"),
     )
+    op.add_column("schedules", sa.Column("held_until", sa.TIMESTAMP(timezone=True)))
     op.add_column(
         "api_keys",
         sa.Column("admin", sa.Boolean(), nullable=False, server_default=sa.text("false")),
@@ -117,5 +122,6 @@ def downgrade() -> None:
     op.execute("DROP TRIGGER spend_budgets_alerts ON spend_budgets")
     op.execute("DROP FUNCTION taskservice_spend_alerts()")
     op.drop_column("api_keys", "admin")
+    op.drop_column("schedules", "held_until")
     op.drop_table("spend_alerts")
     op.drop_table("spend_budgets")

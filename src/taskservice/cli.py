@@ -118,10 +118,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
     async def action(engine: Any) -> int:
         keys = ApiKeyStore(engine)
         if args.keys_command == "create":
-            key, record = await keys.create(tenant=args.tenant, name=args.name)
+            key, record = await keys.create(tenant=args.tenant, name=args.name, admin=args.admin)
             print(key)
+            kind = "an admin key" if record.admin else "key"
             print(
-                f"created key {record.id} for tenant {record.tenant!r}; it is shown only this once",
+                f"created {kind} {record.id} for tenant {record.tenant!r}; it is shown only "
+                "this once",
                 file=sys.stderr,
             )
             return 0
@@ -134,6 +136,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
                     "prefix": k.prefix,
                     "created_at": k.created_at.isoformat(),
                     "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
+                    "admin": k.admin,
                 }
                 for k in await keys.list_keys(tenant=args.tenant)
             ]
@@ -284,6 +287,12 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys_sub.add_parser("create", help="create a key (printed once)")
     create.add_argument("--tenant", required=True)
     create.add_argument("--name")
+    create.add_argument(
+        "--admin",
+        action="store_true",
+        help="an operator's key: it may also call the admin routes (e.g. set a tenant's "
+        "spend budget); only this command makes one",
+    )
     listing = keys_sub.add_parser("list", help="list keys (never the keys themselves)")
     listing.add_argument("--tenant")
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")

@@ -31,6 +31,7 @@ from taskservice.db.live import ASKED_CHANNEL, LiveStore
 from taskservice.db.notify import KEYS_CHANNEL
 from taskservice.db.retention import RetentionStore, retention_policy
 from taskservice.db.schedules import ScheduleStore
+from taskservice.db.spend_budgets import SpendBudgetStore
 from taskservice.db.sql import Database
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import TaskStore
@@ -44,6 +45,7 @@ from taskservice.usecases.auth import Authenticator
 from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.routing import MessageRouter
 from taskservice.usecases.schedules import ScheduleService
+from taskservice.usecases.spend import SpendControl
 from taskservice.usecases.submission import NewTasks
 from taskservice.usecases.subscriptions import WebhookService
 from taskservice.usecases.tasks import TaskService
@@ -225,6 +227,7 @@ class _UseCases:
     webhooks: WebhookService
     schedules: ScheduleService
     schedule_store: ScheduleStore  # the scheduler's
+    spend: SpendControl  # the spend budgets: submits refused, runs reserving
 
     @classmethod
     def make(
@@ -236,9 +239,10 @@ class _UseCases:
         tracing: Tracing,
     ) -> _UseCases:
         webhooks = WebhookService(SubscriptionStore(storage.db), DeliveryLog(storage.db), settings)
+        spend = SpendControl(SpendBudgetStore(storage.db), default=settings.tenant_budget)
         # What a new task is made of, checked: for submits and schedules' slots alike.
         new_tasks = NewTasks(
-            store=storage.tasks, catalog=catalog, settings=settings, tracing=tracing
+            store=storage.tasks, catalog=catalog, settings=settings, tracing=tracing, spend=spend
         )
         service = TaskService(
             store=storage.tasks,
@@ -266,6 +270,7 @@ class _UseCases:
             webhooks=webhooks,
             schedules=ScheduleService(schedule_store, new_tasks),
             schedule_store=schedule_store,
+            spend=spend,
         )
 
 
@@ -347,6 +352,7 @@ class Runtime:
     webhooks: WebhookService
     dispatcher: Dispatcher | None
     schedules: ScheduleService
+    spend: SpendControl
     startup: Startup
     started_at: float = field(default_factory=time.time)  # what this process serves dates from
 
@@ -397,6 +403,7 @@ class Runtime:
                 stack, hub, storage, settings, auth=auth, workers=workers
             )
             cases = _UseCases.make(storage, settings, catalog, following, tracing)
+            await cases.spend.start()
             # Tasks for later become claimable when their time comes; schedules fire.
             scheduler = Scheduler(
                 cases.schedule_store,
@@ -453,6 +460,7 @@ class Runtime:
                 pool=pool,
                 webhooks=cases.webhooks,
                 schedules=cases.schedules,
+                spend=cases.spend,
                 dispatcher=dispatcher,
                 startup=Startup(
                     database=describe_database(settings, url),

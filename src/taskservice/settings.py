@@ -13,7 +13,12 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from taskservice.common.pricing import PriceSetting, parse_model_prices
+from taskservice.common.pricing import (
+    PriceSetting,
+    SpendLimit,
+    parse_model_prices,
+    parse_spend_limit,
+)
 from taskservice.common.rate_limits import RateLimit, parse_rate_limits
 
 OFFLINE_MODEL = "offline"
@@ -230,6 +235,14 @@ class Settings(BaseSettings):
         "`cached_input` unset: as `input`); a model priced by neither is counted as unpriced, "
         "never as free (see Cost)",
     )
+    tenant_budget: Annotated[SpendLimit | None, NoDecode] = Field(
+        default=None,
+        description="every tenant's spend budget unless an admin set its own, as JSON: "
+        '`{"period": "month", "max_cost": "100", "max_tokens": 50000000}` (USD and/or tokens '
+        "per UTC day or month; unset: none): a model request that would pass it is not "
+        "sent (the task fails with `budget_exhausted`), and once it is spent the tenant's "
+        "submits are refused with a 429 until the period ends (see Budgets)",
+    )
     router_model: str | None = Field(
         default=None,
         description="the model `POST /v1/messages` asks to pick among waiting tasks; unset: "
@@ -355,6 +368,13 @@ class Settings(BaseSettings):
     def _parse_rate_limits(cls, value: object) -> object:
         if isinstance(value, str):
             return parse_rate_limits(value)
+        return value
+
+    @field_validator("tenant_budget", mode="before")
+    @classmethod
+    def _parse_tenant_budget(cls, value: object) -> object:
+        if isinstance(value, str):
+            return parse_spend_limit(value) if value.strip() else None
         return value
 
     @field_validator("model_prices", mode="before")

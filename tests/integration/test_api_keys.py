@@ -54,7 +54,9 @@ async def test_a_key_is_created_for_the_callers_tenant_and_shown_once(
             "created_at",
             "revoked_at",
             "current",
+            "admin",
         }
+        assert [k["admin"] for k in page["keys"]] == [False, False]  # made over HTTP: never
 
 
 async def test_keys_are_the_tenants_own(make_client: ClientFactory, db: AsyncEngine) -> None:

@@ -12,7 +12,12 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from taskservice.domain.errors import DatabaseUnavailable, NotFound, ServiceError
+from taskservice.domain.errors import (
+    BudgetExhausted,
+    DatabaseUnavailable,
+    NotFound,
+    ServiceError,
+)
 
 DOMAIN = "a2a-protocol.org"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -29,6 +34,9 @@ class Kind(Enum):
     INTERNAL_ERROR = (-32603, 500, "INTERNAL", "Internal error")
     # The database is down: JSON-RPC has only "internal error"; HTTP says 503.
     UNAVAILABLE = (-32603, 503, "UNAVAILABLE", "Service unavailable")
+    # The tenant's spend budget is spent: JSON-RPC has no code for it either; HTTP
+    # says 429, gRPC a quota's RESOURCE_EXHAUSTED.
+    BUDGET_EXHAUSTED = (-32603, 429, "RESOURCE_EXHAUSTED", "Budget exhausted")
     TASK_NOT_FOUND = (-32001, 404, "NOT_FOUND", "Task not found")
     TASK_NOT_CANCELABLE = (-32002, 400, "FAILED_PRECONDITION", "Task cannot be canceled")
     PUSH_NOTIFICATION_NOT_SUPPORTED = (
@@ -143,6 +151,8 @@ def from_service(exc: ServiceError) -> A2AError:
         return A2AError(Kind.TASK_NOT_FOUND, **info)
     if isinstance(exc, DatabaseUnavailable):
         return A2AError(Kind.UNAVAILABLE, exc.detail, retryable=True)
+    if isinstance(exc, BudgetExhausted):
+        return A2AError(Kind.BUDGET_EXHAUSTED, exc.detail, type=exc.type, **exc.extensions)
     # Refused input (422), a conflicting retry (409), a body too large (413), a
     # forbidden request (403): invalid parameters, and on HTTP the same status.
     return A2AError(

@@ -22,6 +22,7 @@ from taskservice.api.routes import (
     a2a,
     a2a_rest,
     agents,
+    budgets,
     docs,
     firehose,
     health,
@@ -146,6 +147,7 @@ def create_app(
     app.include_router(agents.router)
     app.include_router(overview.router)
     app.include_router(usage.router)
+    app.include_router(budgets.router)
     app.include_router(messages.router)
     app.include_router(tokens.router)
     app.include_router(firehose.router)

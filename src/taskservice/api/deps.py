@@ -26,6 +26,7 @@ from taskservice.usecases.auth import TenantKeys
 from taskservice.usecases.inbox import TaskInbox
 from taskservice.usecases.routing import MessageRouter
 from taskservice.usecases.schedules import ScheduleService
+from taskservice.usecases.spend import SpendControl
 from taskservice.usecases.subscriptions import WebhookService
 from taskservice.usecases.tasks import TaskService
 from taskservice.usecases.tokens import StreamTokens
@@ -59,6 +60,7 @@ class CallerContext:
     runtime: Runtime = field(repr=False)
     key_id: uuid.UUID | None = None  # the API key (or the stream token's minting key)
     via_token: bool = False  # a stream token: event streams only
+    admin: bool = False  # an operator's key: the admin routes too (never open mode)
 
     @property
     def who(self) -> str:
@@ -85,6 +87,10 @@ class CallerContext:
     @property
     def settings(self) -> Settings:
         return self.runtime.settings
+
+    @property
+    def spend(self) -> SpendControl:
+        return self.runtime.spend
 
     @property
     def tokens(self) -> StreamTokens:
@@ -123,7 +129,7 @@ async def get_caller(request: Request) -> CallerContext:
     runtime: Runtime = request.app.state.runtime
     who = await runtime.auth.authenticate(request.headers.get("authorization"))
     _annotate(request, who.tenant)
-    return CallerContext(tenant=who.tenant, runtime=runtime, key_id=who.key_id)
+    return CallerContext(tenant=who.tenant, runtime=runtime, key_id=who.key_id, admin=who.admin)
 
 
 async def get_reader(

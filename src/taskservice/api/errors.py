@@ -32,7 +32,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from taskservice.db import is_unavailable
 from taskservice.db.outage import OUTAGE
-from taskservice.domain.errors import DatabaseUnavailable, ServiceError
+from taskservice.domain.errors import BudgetExhausted, DatabaseUnavailable, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +75,15 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     described = {
         400: "Malformed request (e.g. invalid JSON)",
         401: "Missing, unknown or revoked API key",
-        403: "A stream token used for anything but an event stream",
+        403: "Not allowed with these credentials (a stream token used for anything but an "
+        "event stream, an admin route without an admin key)",
         404: "No such task for this tenant",
         409: "Conflict with the task's current state",
         413: "Request, input or metadata too large",
         415: "The body is not JSON",
         422: "Request failed validation",
+        429: "The tenant's spend budget is spent for this period (type "
+        "`…/budget-exhausted`; `Retry-After`: when the period ends)",
         503: "Database unavailable (type `…/database-unavailable`; retry after "
         "`Retry-After`, with the same Idempotency-Key) or not ready",
     }
@@ -92,8 +95,10 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         }
         for status in statuses
     }
-    if 503 in docs:
-        docs[503]["headers"] = {
+    for status in (429, 503):
+        if status not in docs:
+            continue
+        docs[status]["headers"] = {
             "Retry-After": {
                 "description": "Seconds to wait before retrying.",
                 "schema": {"type": "integer"},
@@ -172,6 +177,8 @@ async def service_problem(request: Request, exc: Exception) -> JSONResponse:
     elif isinstance(exc, DatabaseUnavailable):
         OUTAGE.failed(f"{request.method} {request.url.path}", exc)
         headers = {"Retry-After": "1"}
+    elif isinstance(exc, BudgetExhausted):
+        headers = {"Retry-After": str(exc.retry_after)}
     return problem(
         exc.status,
         exc.title,

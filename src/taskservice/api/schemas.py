@@ -541,6 +541,11 @@ class ApiKeyOut(BaseModel):
     current: bool = Field(
         description="The key this request was made with (revoking it signs you out)."
     )
+    admin: bool = Field(
+        default=False,
+        description="An operator's key (made by `taskservice keys create --admin` only): "
+        "it may also call the admin routes.",
+    )
 
     @classmethod
     def of(cls, key: ApiKey, current: uuid.UUID | None) -> Self:
@@ -551,6 +556,7 @@ class ApiKeyOut(BaseModel):
             created_at=key.created_at,
             revoked_at=key.revoked_at,
             current=key.id == current,
+            admin=key.admin,
         )
 
 

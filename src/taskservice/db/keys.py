@@ -34,6 +34,7 @@ def _from_row(row: object) -> ApiKey:
         prefix=m["prefix"],
         created_at=m["created_at"],
         revoked_at=m["revoked_at"],
+        admin=m["admin"],
     )
 
 
@@ -45,8 +46,12 @@ class ApiKeyStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    async def create(self, *, tenant: str, name: str | None = None) -> tuple[str, ApiKey]:
-        """Create a key; the key itself is returned once and never stored."""
+    async def create(
+        self, *, tenant: str, name: str | None = None, admin: bool = False
+    ) -> tuple[str, ApiKey]:
+        """Create a key; the key itself is returned once and never stored. An `admin`
+        key (only ever made here, by the operator's `keys create --admin`) may also
+        call the admin routes."""
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         stmt = (
             api_keys.insert()
@@ -56,6 +61,7 @@ class ApiKeyStore:
                 name=name,
                 prefix=key[: len(KEY_PREFIX) + 6],
                 key_hash=hash_key(key),
+                admin=admin,
             )
             .returning(*api_keys.c)
         )
@@ -64,14 +70,14 @@ class ApiKeyStore:
             await conn.execute(_CHANGED)
         return key, _from_row(row)
 
-    async def find(self, key: str) -> tuple[str, uuid.UUID] | None:
-        """The tenant and id of an active key."""
-        stmt = select(api_keys.c.tenant, api_keys.c.id).where(
+    async def find(self, key: str) -> tuple[str, uuid.UUID, bool] | None:
+        """The tenant, id and admin flag of an active key."""
+        stmt = select(api_keys.c.tenant, api_keys.c.id, api_keys.c.admin).where(
             api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
         )
         async with self.engine.connect() as conn:
             row = (await conn.execute(stmt)).first()
-        return (row.tenant, row.id) if row is not None else None
+        return (row.tenant, row.id, row.admin) if row is not None else None
 
     async def is_active(self, key_id: uuid.UUID) -> bool:
         stmt = select(exists().where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None)))

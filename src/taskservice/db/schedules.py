@@ -146,15 +146,19 @@ RETURNING {_COLUMNS}
 
 _DUE = f"""
 SELECT {_COLUMNS}, now() AS now FROM schedules
-WHERE enabled AND next_run_at <= now()
+WHERE enabled AND next_run_at <= now() AND (held_until IS NULL OR held_until <= now())
 ORDER BY next_run_at
 LIMIT $1
 FOR UPDATE SKIP LOCKED
 """
 _FIRED = """
 UPDATE schedules SET next_run_at = $2, last_slot = coalesce($3, last_slot),
-       last_task_id = coalesce($4, last_task_id), last_error = $5::jsonb, updated_at = now()
+       last_task_id = coalesce($4, last_task_id), last_error = $5::jsonb, held_until = NULL,
+       updated_at = now()
 WHERE id = $1
+"""
+_HELD = """
+UPDATE schedules SET held_until = $2, last_error = $3::jsonb, updated_at = now() WHERE id = $1
 """
 _SLOT_TASK = """
 SELECT id FROM tasks WHERE tenant = $1 AND idempotency_key = $2
@@ -200,6 +204,10 @@ class Due:
             _FIRED, schedule.id, next_run_at, last_slot, last_task, _json(error)
         )
         return last_task
+
+    async def hold(self, schedule: Schedule, *, until: datetime, error: dict[str, Any]) -> None:
+        """Not due again before `until`; its slots stay as they are, to fire then."""
+        await self._conn.execute(_HELD, schedule.id, until, _json(error))
 
 
 def _json(value: dict[str, Any] | None) -> str | None:

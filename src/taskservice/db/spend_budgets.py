@@ -162,10 +162,13 @@ VALUES (:key, :tenant, :period, :max_cost, :max_tokens, :source, :set_by)
 ON CONFLICT (key) DO UPDATE SET
     period = excluded.period, max_cost = excluded.max_cost, max_tokens = excluded.max_tokens,
     source = excluded.source, set_by = excluded.set_by,
-    -- a new kind of period starts afresh
+    -- a new kind of period starts afresh; new limits may have room again
     period_start = CASE WHEN spend_budgets.period = excluded.period
                         THEN spend_budgets.period_start ELSE '-infinity' END,
-    exhausted = false, updated_at = now()
+    exhausted = spend_budgets.exhausted AND spend_budgets.period = excluded.period
+        AND spend_budgets.max_cost IS NOT DISTINCT FROM excluded.max_cost
+        AND spend_budgets.max_tokens IS NOT DISTINCT FROM excluded.max_tokens,
+    updated_at = now()
 WHERE NOT :only_settings OR spend_budgets.source = 'settings'
 """,
     key=Text,
@@ -180,6 +183,7 @@ WHERE NOT :only_settings OR spend_budgets.source = 'settings'
 _FORGET_PROFILES = text_statement(
     "DELETE FROM spend_budgets WHERE key LIKE 'agent:%' AND NOT key = ANY(:keys)", keys=_KEYS
 )
+_KEYS_THERE = text_statement("SELECT key FROM spend_budgets")
 _CLEAR = text_statement(
     "DELETE FROM spend_budgets WHERE key = :key AND source = 'admin' RETURNING key", key=Text
 )
@@ -217,9 +221,11 @@ class SpendBudgetStore:
             await self._configure(profile_key(profile), None, limit, "settings", None, False)
         await self.db.fetch(_FORGET_PROFILES, {"keys": [profile_key(p) for p in limits]})
 
-    async def default_tenant(self, tenant: str, limit: Limit) -> None:
-        """The operator's default budget for `tenant`, unless an admin set its own."""
-        await self._configure(tenant_key(tenant), tenant, limit, "settings", None, True)
+    async def default_tenant(self, tenant: str, limit: Limit, *, replace: bool = False) -> None:
+        """The operator's default budget for `tenant`, unless an admin set its own
+        (`replace`: in place of the admin's; what was spent this period still
+        counts)."""
+        await self._configure(tenant_key(tenant), tenant, limit, "settings", None, not replace)
 
     async def set_tenant(self, tenant: str, limit: Limit, *, by: str) -> BudgetState:
         """An admin's budget for `tenant`, in place of the default."""
@@ -231,6 +237,10 @@ class SpendBudgetStore:
     async def clear_tenant(self, tenant: str) -> bool:
         """Drop the admin's budget of `tenant` (the default applies again)."""
         return await self.db.fetchrow(_CLEAR, {"key": tenant_key(tenant)}) is not None
+
+    async def keys(self) -> list[str]:
+        """The budgets there are."""
+        return [row["key"] for row in await self.db.fetch(_KEYS_THERE, {})]
 
     async def read(self, key: str) -> BudgetState | None:
         row = await self.db.fetchrow(_READ, {"key": key})

@@ -285,6 +285,8 @@ schedules = Table(
     Column("last_slot", TZ),
     Column("last_task_id", UUID(as_uuid=True)),
     Column("last_error", JSONB),  # why the last slot started no task
+    # Waiting for the tenant's spend budget (migration 0026): not due before this.
+    Column("held_until", TZ),
     created(),
     Column("updated_at", TZ, nullable=False, server_default=func.now()),
     CheckConstraint("missed IN ('skip', 'latest', 'all')", name="missed_valid"),

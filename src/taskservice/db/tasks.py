@@ -238,6 +238,13 @@ class TaskStore:
             row = await self.db.fetchrow(_GET_SCOPED, {"id": task_id, "tenant": tenant})
         return task_from_row(row) if row is not None else None
 
+    async def by_idempotency_key(self, tenant: str, key: str) -> Task | None:
+        """The tenant's task submitted with this idempotency key."""
+        row = await self.db.fetchrow(
+            _BY_IDEMPOTENCY_KEY, {"tenant": tenant, "idempotency_key": key}
+        )
+        return task_from_row(row) if row is not None else None
+
     async def get_with_messages(
         self, task_id: uuid.UUID, *, tenant: str
     ) -> tuple[Task, list[dict[str, Any]]] | None:

@@ -71,6 +71,20 @@ class DatabaseUnavailable(ServiceError):
         return self.reason
 
 
+class BudgetExhausted(ServiceError):
+    """A spend budget has nothing left this period: the request would spend from it
+    (a submit of the tenant whose budget it is). `retry_after`: seconds until the
+    period ends and the budget starts afresh."""
+
+    status = 429
+    title = "Budget exhausted"
+    type = "https://taskservice.dev/problems/budget-exhausted"
+
+    def __init__(self, detail: str, *, retry_after: int, **extensions: Any) -> None:
+        super().__init__(detail, retry_after=retry_after, **extensions)
+        self.retry_after = retry_after
+
+
 class Unauthorized(ServiceError):
     status = 401
     title = "Unauthorized"

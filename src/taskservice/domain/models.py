@@ -314,3 +314,4 @@ class ApiKey:
     prefix: str
     created_at: datetime
     revoked_at: datetime | None
+    admin: bool = False  # an operator's key: also the admin routes (`keys create --admin`)

@@ -16,7 +16,7 @@ from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILIT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
-from taskservice.domain.errors import DatabaseUnavailable, ServiceError
+from taskservice.domain.errors import BudgetExhausted, DatabaseUnavailable, ServiceError
 from taskservice.mcp import tasks as mcp_tasks
 from taskservice.mcp.handler import MCPHandler, requested_ttl
 from taskservice.mcp.tasks import EXTENSION
@@ -36,6 +36,9 @@ LEGACY = "2025-11-25"  # the revision of the core protocol's tasks
 def refusal(exc: ServiceError) -> MCPError:
     if isinstance(exc, DatabaseUnavailable):
         return MCPError(types.INTERNAL_ERROR, exc.detail, {"retryable": True})
+    if isinstance(exc, BudgetExhausted):
+        data = {"type": exc.type, "retryable": True, **exc.extensions}
+        return MCPError(types.INTERNAL_ERROR, exc.detail, data)
     return MCPError(types.INVALID_PARAMS, exc.detail, exc.extensions or None)
 
 

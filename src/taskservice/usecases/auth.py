@@ -45,6 +45,7 @@ class StartupRefused(RuntimeError):
 class Principal:
     tenant: str
     key_id: uuid.UUID | None  # None: open mode, no key
+    admin: bool = False  # an operator's key (`taskservice keys create --admin`)
 
 
 class Authenticator:
@@ -119,7 +120,7 @@ class Authenticator:
         if cached is not None and cached[1] > now:
             return cached[0]
         found = await self.keys.find(key)
-        principal = Principal(tenant=found[0], key_id=found[1]) if found else None
+        principal = Principal(tenant=found[0], key_id=found[1], admin=found[2]) if found else None
         if len(self._principals) >= _CACHE_LIMIT:
             self._principals.clear()
         self._principals[digest] = (principal, now + self.settings.auth_cache_seconds)

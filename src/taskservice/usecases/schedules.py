@@ -20,12 +20,18 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from taskservice.db.schedules import NameTaken, ScheduleStore
 from taskservice.db.tasks import task_params
-from taskservice.domain.errors import Conflict, InvalidRequest, NotFound, ServiceError
+from taskservice.domain.errors import (
+    BudgetExhausted,
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    ServiceError,
+)
 from taskservice.domain.ids import parse_uuid, uuid7
 from taskservice.domain.models import NewTask
 from taskservice.domain.requests import TaskRequest
@@ -134,6 +140,10 @@ class ScheduleService:
                 error = None
                 try:
                     tasks = [task_params(await self._slot_task(schedule, s)) for s in firing.slots]
+                except BudgetExhausted as exc:  # the tenant's budget: wait for its next period
+                    until = due.now + timedelta(seconds=exc.retry_after)
+                    await due.hold(schedule, until=until, error={"detail": exc.detail})
+                    continue
                 except ServiceError as exc:  # the template no longer holds (a profile gone)
                     log.warning("schedule %s: slot not started: %s", schedule.id, exc.detail)
                     tasks, error = [], {"detail": exc.detail, **exc.extensions}

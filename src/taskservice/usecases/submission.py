@@ -17,20 +17,28 @@ from taskservice.domain.content import (
     check_length,
     check_new_task,
 )
-from taskservice.domain.errors import InvalidRequest
+from taskservice.domain.errors import BudgetExhausted, InvalidRequest
 from taskservice.domain.models import NewTask
 from taskservice.domain.requests import TaskRequest
 from taskservice.settings import Settings
+from taskservice.usecases.spend import SpendControl
 
 
 class NewTasks:
     def __init__(
-        self, *, store: TaskStore, catalog: AgentCatalog, settings: Settings, tracing: Tracing
+        self,
+        *,
+        store: TaskStore,
+        catalog: AgentCatalog,
+        settings: Settings,
+        tracing: Tracing,
+        spend: SpendControl | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self.settings = settings
         self.tracing = tracing
+        self.spend = spend
 
     async def prepare(self, request: TaskRequest) -> NewTask:
         """The task to insert, or the `InvalidRequest` (422) saying what is wrong (its
@@ -60,6 +68,16 @@ class NewTasks:
             request_hash = request.fingerprint(
                 options, input_json=input_json, metadata_json=metadata_json
             )
+        if self.spend is not None:
+            try:
+                await self.spend.refuse_if_spent(tenant)
+            except BudgetExhausted:
+                # A retry of a submit that was taken gets its task, as ever.
+                taken = idempotency_key and await self.store.by_idempotency_key(
+                    tenant, idempotency_key
+                )
+                if not taken:
+                    raise
         return NewTask(
             tenant=tenant,
             input=request.input,
