@@ -101,6 +101,9 @@ class RunLedger(RunHooks):
         # copied messages were its source's, and are not priced again.
         self.spend = Spend.of(task.usage)
         self.priced = 0  # the messages of the run before this one are priced
+        # The profile's fallback model (`agents/spending.py`): its responses are
+        # priced as its, not the task's model's.
+        self.fallback: str | None = None
         self.usage: dict[str, Any] = dict(task.usage or {})
         # The last rows of the run, written with its outcome (`finish`).
         self.staged: dict[str, list[dict[str, Any]]] | None = None
@@ -257,19 +260,13 @@ class RunLedger(RunHooks):
         for message in fresh:
             if not isinstance(message, ModelResponse):
                 continue
-            price = self.pricing.price(
-                message.usage,
-                model=agent.model,
-                model_name=message.model_name,
-                provider=message.provider_name,
-                provider_url=message.provider_url,
-                at=message.timestamp,
-            )
+            model = served_by(message.model_name, agent.model, self.fallback)
+            price = self.pricing.response(message, model=model)
             self.spend.add(price)
             if price is None:
-                MODEL_UNPRICED.labels(agent.profile, agent.model).inc()
+                MODEL_UNPRICED.labels(agent.profile, model).inc()
             else:
-                MODEL_COST.labels(agent.profile, agent.model).inc(float(price))
+                MODEL_COST.labels(agent.profile, model).inc(float(price))
 
     def _rows(self, new: list[ModelMessage]) -> dict[str, list[dict[str, Any]]]:
         """The ledger rows of `new` (messages, their tool calls, their events)."""
@@ -485,6 +482,22 @@ class RunLedger(RunHooks):
                 lambda: self.store.append_events(self.task.id, lease=self.lease, events=events)
             )
         )
+
+
+def served_by(model_name: str | None, model: str, fallback: str | None) -> str:
+    """Which model answered, as tasks name it: the task's `model`, or its profile's
+    `fallback` when the response names that (the provider's name for it, perhaps
+    dated: `gpt-4o-mini-2024-07-18`), more closely than the task's model."""
+    if fallback is None or not model_name:
+        return model
+
+    def match(name: str) -> int:
+        provided = name.partition(":")[2] or name
+        if model_name == provided or model_name.startswith(provided + "-"):
+            return len(provided)
+        return -1
+
+    return fallback if match(fallback) > match(model) else model
 
 
 def _count(model: str, response: ModelResponse) -> None:
