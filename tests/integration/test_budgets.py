@@ -22,8 +22,8 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.helpers import until_state
 from tests.integration.test_a2a_v10 import message, rpc
 
-DEAR = "openai-chat:fake-gpt"  # $1000 per million tokens: $0.001 a token
-CHEAP = "openai-chat:fake-gpt-mini"  # $1 per million: $0.000001 a token
+DEAR = "openai-chat:fake-dear"  # $1000 per million tokens: $0.001 a token
+CHEAP = "openai-chat:fake-cheap"  # $1 per million: $0.000001 a token
 UNPRICED = "openai-chat:fake-unpriced"  # priced by nobody
 PRICES = parse_model_prices(
     f'{{"{DEAR}": {{"input": 1000, "output": 1000}}, "{CHEAP}": {{"input": 1, "output": 1}}}}'
@@ -189,7 +189,7 @@ async def test_a_fallback_model_takes_over_when_the_request_fits_there(
 
     assert done["state"] == "completed", done
     assert done["result"] == "Done cheaply."
-    assert [r["model"] for r in fake.requests[:2]] == ["fake-gpt", "fake-gpt-mini"]
+    assert [r["model"] for r in fake.requests[:2]] == ["fake-dear", "fake-cheap"]
     # The fallback's response is priced at the fallback's price.
     assert done["usage"]["cost"] == str(Decimal("1.1") + Decimal("0.0011"))
     switches = [line for line in lines if "fallback model" in line["message"]]
