@@ -239,7 +239,11 @@ class _UseCases:
         tracing: Tracing,
     ) -> _UseCases:
         webhooks = WebhookService(SubscriptionStore(storage.db), DeliveryLog(storage.db), settings)
-        spend = SpendControl(SpendBudgetStore(storage.db), default=settings.tenant_budget)
+        spend = SpendControl(
+            SpendBudgetStore(storage.db),
+            default=settings.tenant_budget,
+            profiles={p.name: p.budget for p in catalog.profiles.values() if p.budget},
+        )
         # What a new task is made of, checked: for submits and schedules' slots alike.
         new_tasks = NewTasks(
             store=storage.tasks, catalog=catalog, settings=settings, tracing=tracing, spend=spend
@@ -284,6 +288,7 @@ async def _worker_pool(
     catalog: AgentCatalog,
     following: _Following,
     tracing: Tracing,
+    spend: SpendControl,
 ) -> WorkerPool:
     writer = None
     if settings.delta_interval_ms > 0:
@@ -309,7 +314,9 @@ async def _worker_pool(
         inbox=inbox,
         leases=LeaseStore(storage.db),
         ledger=storage.ledger,
-        executor=Executor(catalog, live=writer, budgets=budgets, delegator=_delegator(catalog)),
+        executor=Executor(
+            catalog, live=writer, budgets=budgets, delegator=_delegator(catalog), spend=spend
+        ),
         hub=following.hub,
         settings=settings,
         database_url=storage.url,
@@ -423,6 +430,7 @@ class Runtime:
                     catalog=catalog,
                     following=following,
                     tracing=tracing,
+                    spend=cases.spend,
                 )
                 scheduler.on_due(pool.wake)
             if dispatcher is not None:

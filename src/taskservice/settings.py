@@ -7,6 +7,7 @@ own.
 from __future__ import annotations
 
 import ipaddress
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -198,6 +199,30 @@ class Settings(BaseSettings):
         default=20,
         description="model requests per run for the default profile; beyond: failed, "
         "`maximum iterations`",
+    )
+    default_max_cost: Decimal | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="the default profile's budget per task in US dollars, for tasks that "
+        "set no `max_cost` (unset: none; see Budgets)",
+    )
+    default_max_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="the default profile's budget of tokens per task (input + output), for "
+        "tasks that set no `max_tokens` (unset: none)",
+    )
+    default_fallback_model: str | None = Field(
+        default=None,
+        description="the default profile's fallback model, an allowed model: a request its "
+        "model has no budget left for goes there when it fits (unset: none)",
+    )
+    budget_output_tokens: int = Field(
+        default=1024,
+        ge=1,
+        description="the output tokens a model request is taken to produce at most, for "
+        "checking budgets before it is sent, when the request sets no `max_tokens`",
     )
     default_max_attempts: int = Field(
         default=3,

@@ -50,8 +50,9 @@ async def test_two_worker_processes_keep_within_one_shared_budget(
     assert len(provider.requests) == TASKS
     arrivals = [t - provider.arrivals[0] for t in provider.arrivals]
     assert conforms(arrivals, amount=RATE + 1, period=(RATE + 1) / RATE)
-    # It did queue: six at once, then six a second.
-    assert arrivals[-1] >= (TASKS - RATE) / RATE - 0.1
+    # It did queue: six at once, then six a second. (Measured from the first arrival,
+    # which a loaded machine may delay more than the last: a few tenths of slack.)
+    assert arrivals[-1] >= (TASKS - RATE) / RATE - 0.3
     throttled = await fetch(
         database_url,
         "SELECT task_id, data->>'worker' AS worker, data->>'reason' AS reason, "

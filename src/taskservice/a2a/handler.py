@@ -34,6 +34,7 @@ from taskservice.a2a.push import PushConfigs, webhook_request
 from taskservice.a2a.shapes import ArtifactChunk, TaskUpdate, Update, View
 from taskservice.common.metrics import EVENT_STREAMS
 from taskservice.domain.agent_options import METADATA_KEYS
+from taskservice.domain.budgets import check_max_cost, check_max_tokens
 from taskservice.domain.errors import Conflict, InvalidRequest
 from taskservice.domain.forks import ForkRequest
 from taskservice.domain.ids import encode_status_cursor
@@ -63,11 +64,13 @@ def _finished(task: Task) -> A2AError:
 
 
 # Scheduling comes by metadata, named as on REST (`domain.schedules`).
-_SCHEDULING = ("priority", "run_at")
+# Task options A2A gives in the message's metadata, checked as the request is built.
+_SCHEDULING = ("priority", "run_at", "max_cost", "max_tokens")
 
 
 def _in_metadata(exc: InvalidRequest) -> InvalidRequest:
-    """A refused `priority` or `run_at` named where A2A gives it: in the metadata."""
+    """A refused `priority`, `run_at`, `max_cost` or `max_tokens` named where A2A gives
+    it: in the metadata."""
     field = exc.extensions.get("field")
     if field not in _SCHEDULING:
         return exc
@@ -172,6 +175,9 @@ class A2AHandler:
                 priority=options.get("priority", 0),
                 run_at=options.get("run_at"),
                 quiet=quiet,
+                # Its budget by metadata too (unset: its profile's default).
+                max_cost=options.get("max_cost"),
+                max_tokens=options.get("max_tokens"),
             )
         except InvalidRequest as exc:
             raise _in_metadata(exc) from None
@@ -210,6 +216,11 @@ class A2AHandler:
                 violations=[(("metadata", "fork_at"), "is a position: an integer")],
             )
         agent, model = options.get("agent"), options.get("model")
+        try:  # a larger budget than the referenced task's: how one that ran out goes on
+            max_cost = check_max_cost(options.get("max_cost"))
+            max_tokens = check_max_tokens(options.get("max_tokens"))
+        except InvalidRequest as exc:
+            raise _in_metadata(exc) from None
         fork = ForkRequest(
             tenant=self.tenant,
             task_id=str(source.id),
@@ -220,6 +231,8 @@ class A2AHandler:
             idempotency_key=key,  # a retried message finds the fork it made
             message_key=key,  # its history shows the message under its id
             webhooks=[webhook_request(request.push)] if request.push is not None else (),
+            max_cost=max_cost,
+            max_tokens=max_tokens,
         )
         return (await self.service.fork(fork)).task
 

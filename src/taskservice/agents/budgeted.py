@@ -27,7 +27,7 @@ from taskservice.common.rate_limits import (
 )
 
 
-def _characters(messages: list[ModelMessage]) -> int:
+def request_characters(messages: list[ModelMessage]) -> int:
     """The text a request sends, roughly: its messages' contents and tool arguments."""
     total = 0
     for message in messages:
@@ -71,7 +71,7 @@ class BudgetedModel(WrapperModel):
         it). A 429 from the provider gives its tokens back, blocks the budgets for its
         Retry-After (the model client's hook notes it, and keeps the SDK from retrying
         in place), and raises `Throttled`: the task waits for a new slot."""
-        reserved = await gate.acquire(self.keys, estimate_tokens(_characters(messages)))
+        reserved = await gate.acquire(self.keys, estimate_tokens(request_characters(messages)))
         refusal: list[float | None] = []
         token = REQUEST_BUDGETED.set(refusal)
         try:

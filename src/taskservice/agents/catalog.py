@@ -30,6 +30,7 @@ from typing import Any
 import httpx2
 from pydantic_ai import Agent, Tool
 from pydantic_ai.models import Model
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.tools import DeferredToolRequests
@@ -42,6 +43,7 @@ from taskservice.agents.mcp_servers import toolset
 from taskservice.agents.model_client import MODEL_RETRIES, ModelRequestLog
 from taskservice.agents.offline import offline_delay, offline_model
 from taskservice.agents.profiles import DEFAULT_PROFILE, AgentProfile, load_profiles
+from taskservice.agents.spending import SpendCheckedModel, fallback_chain
 from taskservice.agents.tools import BUILTIN_TOOLS, RunHooks, ToolFunction, ledgered
 from taskservice.common.logs import STARTUP
 from taskservice.common.rate_limits import budget_keys
@@ -61,8 +63,8 @@ def streams(agent: Agent[Any, Any]) -> bool:
     """Whether the agent's model can stream its responses (a function model needs a
     stream function for that; every provider's model can)."""
     model = agent.model
-    if isinstance(model, WrapperModel):
-        model = model.wrapped
+    while isinstance(model, WrapperModel | FallbackModel):
+        model = model.models[0] if isinstance(model, FallbackModel) else model.wrapped
     return not isinstance(model, FunctionModel) or model.stream_function is not None
 
 
@@ -113,6 +115,12 @@ class AgentCatalog:
 
     def profile(self, name: str) -> AgentProfile | None:
         return self.profiles.get(name)
+
+    def fallback_of(self, spec: AgentSpec) -> str | None:
+        """The model a run of `spec` falls back on when its own has no budget left."""
+        profile = self.profiles.get(spec.profile)
+        fallback = profile.fallback_model if profile is not None else None
+        return fallback if fallback != spec.model else None
 
     def model_for(self, name: str) -> Model | str:
         if name in self.models:
@@ -169,8 +177,10 @@ class AgentCatalog:
             return agent
         profile = self.profiles[spec.profile]
         output: Any = str if profile.output == "text" else dict[str, Any]
-        model = self.model_for(spec.model)
-        keys = budget_keys(spec.model, self.settings.rate_limits)
+        primary = self._checked(spec.model)
+        model: Model = primary
+        if profile.fallback_model is not None and profile.fallback_model != spec.model:
+            model = fallback_chain(primary, self._checked(profile.fallback_model, fallback=True))
         builtin: AbstractToolset[RunHooks] = FunctionToolset(
             [
                 Tool(ledgered(name, self._tools[name]), takes_ctx=True, name=name)
@@ -179,7 +189,7 @@ class AgentCatalog:
         )
         servers = [toolset(server, self.settings) for server in profile.mcp_servers]
         agent = Agent(
-            BudgetedModel(model, keys) if keys else model,
+            model,
             instructions=spec.system_prompt,
             output_type=[output, DeferredToolRequests],
             deps_type=RunHooks,
@@ -191,6 +201,19 @@ class AgentCatalog:
             self._agents.pop(next(iter(self._agents)))  # oldest first
         self._agents[spec] = agent
         return agent
+
+    def _checked(self, name: str, *, fallback: bool = False) -> SpendCheckedModel:
+        """The model `name`, waiting for its rate limits' slots if it has any
+        (`budgeted.py`), each request checked against the run's budgets first
+        (`spending.py`)."""
+        model = self.model_for(name)
+        keys = budget_keys(name, self.settings.rate_limits)
+        return SpendCheckedModel(
+            BudgetedModel(model, keys) if keys else model,
+            name=name,
+            output_tokens=self.settings.budget_output_tokens,
+            fallback=fallback,
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP connections to model providers."""

@@ -11,9 +11,11 @@ import json
 import logging
 import tomllib
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
 from pydantic_ai.models import Model
 
 from taskservice.agents.approvals import APPROVAL_KEYS, ApprovalConfigError, Approvals
@@ -27,6 +29,7 @@ from taskservice.agents.demo import (
     DEMO_TOOLS,
 )
 from taskservice.agents.mcp_servers import McpServer, McpServerError, parse_servers
+from taskservice.agents.offline import offline_delay
 from taskservice.agents.remote import (
     A2A_KIND,
     REMOTE_KEYS,
@@ -35,7 +38,10 @@ from taskservice.agents.remote import (
     parse_remote,
 )
 from taskservice.agents.tools import ToolFunction
-from taskservice.settings import Settings
+from taskservice.common.pricing import SpendLimit
+from taskservice.domain.budgets import check_max_cost, check_max_tokens
+from taskservice.domain.errors import InvalidRequest
+from taskservice.settings import OFFLINE_MODEL, Settings
 from taskservice.webhooks.targets import AllowList, UnsafeTarget, check_as_written
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,15 @@ class AgentProfile:
     mcp_servers: tuple[McpServer, ...] = ()  # whose tools it gets too (`mcp_servers.py`)
     remote: RemoteAgent | None = None  # kind `a2a`: its tasks are delegated there
     approvals: Approvals = field(default_factory=Approvals)  # calls that wait for a person
+    # The budget of its tasks that set none (`domain/budgets.py`; None: none).
+    max_cost: Decimal | None = None
+    max_tokens: int | None = None
+    # Where a request goes that its model has no budget left for, when it fits there
+    # (`agents/spending.py`): an allowed model.
+    fallback_model: str | None = None
+    # What all its tasks together may spend per UTC day or month (`usecases/spend.py`:
+    # shared by every process; None: no total).
+    budget: SpendLimit | None = None
 
 
 _PROFILE_KEYS = {
@@ -73,6 +88,10 @@ _PROFILE_KEYS = {
     "output",
     "description",
     "mcp_servers",
+    "max_cost",
+    "max_tokens",
+    "fallback_model",
+    "budget",
     *APPROVAL_KEYS,
 }
 
@@ -88,6 +107,13 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
         model=settings.default_model,
         tools=tuple(settings.default_tools),
         request_limit=settings.default_request_limit,
+        max_cost=settings.default_max_cost,
+        max_tokens=settings.default_max_tokens,
+        fallback_model=(
+            None
+            if settings.default_fallback_model == settings.default_model
+            else settings.default_fallback_model
+        ),
     )
     demo = AgentProfile(
         name=DEMO_PROFILE,
@@ -103,6 +129,7 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
         profiles[DEMO_PROFILE] = demo
     if settings.agents_file is None:
         _check_tools(default, known_tools)
+        _check_fallback(default, settings)
         return profiles
     path = Path(settings.agents_file)
     try:
@@ -133,6 +160,8 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
             description=str(spec.get("description", "")),
             mcp_servers=_servers(name, spec.get("mcp_servers", [])),
             approvals=_approvals(name, spec, base.approvals),
+            **_budget(name, spec, base, model=str(spec.get("model", base.model))),
+            budget=_total(name, spec.get("budget")),
         )
     allow = AllowList.parse(settings.webhook_allow_targets)
     for profile in profiles.values():
@@ -142,7 +171,60 @@ def load_profiles(settings: Settings, *, known_tools: set[str]) -> dict[str, Age
             raise ProfileError(f"profile {profile.name!r}: output must be 'text' or 'json'")
         if profile.request_limit < 1:
             raise ProfileError(f"profile {profile.name!r}: request_limit must be at least 1")
+        _check_fallback(profile, settings)
     return profiles
+
+
+def _budget(
+    profile: str, spec: dict[str, Any], base: AgentProfile, *, model: str
+) -> dict[str, Any]:
+    """A profile's default budget and fallback model (unset: its base's; a fallback
+    it would inherit that is its own model is none)."""
+    try:
+        max_cost = check_max_cost(spec.get("max_cost", base.max_cost))
+        max_tokens = check_max_tokens(spec.get("max_tokens", base.max_tokens))
+    except InvalidRequest as exc:
+        raise ProfileError(f"profile {profile!r}: {exc.detail}") from exc
+    fallback = spec.get("fallback_model", base.fallback_model)
+    if fallback is not None and not isinstance(fallback, str):
+        raise ProfileError(f"profile {profile!r}: fallback_model must be a model's name")
+    if fallback == model:
+        if "fallback_model" in spec:
+            raise ProfileError(f"profile {profile!r}: fallback_model is its model itself")
+        fallback = None
+    return {"max_cost": max_cost, "max_tokens": max_tokens, "fallback_model": fallback}
+
+
+def _total(profile: str, spec: Any) -> SpendLimit | None:
+    """A profile's own total per period (not inherited: each profile's is its own)."""
+    if spec is None:
+        return None
+    try:
+        return SpendLimit.model_validate(spec)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or 'budget'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ProfileError(
+            f"profile {profile!r}: budget: {problems} (expected period day or month, and "
+            "max_cost in USD and/or max_tokens)"
+        ) from None
+
+
+def _check_fallback(profile: AgentProfile, settings: Settings) -> None:
+    """A fallback model is an allowed model, as a task's own model is."""
+    fallback = profile.fallback_model
+    if fallback is None:
+        return
+    allowed = fallback in settings.allowed_models or (
+        OFFLINE_MODEL in settings.allowed_models and offline_delay(fallback) is not None
+    )
+    if not allowed:
+        raise ProfileError(
+            f"profile {profile.name!r}: fallback_model {fallback!r} is not an allowed model; "
+            f"allowed: {', '.join(settings.allowed_models)} (TASKSERVICE_ALLOWED_MODELS)"
+        )
 
 
 def _remote_profile(name: str, spec: dict[str, Any]) -> AgentProfile:

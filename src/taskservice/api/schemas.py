@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from taskservice.api.params import INT32_MAX
 from taskservice.domain.agent_options import AGENT, MODEL, SYSTEM_PROMPT
+from taskservice.domain.budgets import MAX_COST_LIMIT, MAX_TOKENS_LIMIT
 from taskservice.domain.content import CONTEXT_ID_MAX_LENGTH
 from taskservice.domain.forks import ForkRequest
 from taskservice.domain.models import ApiKey, EventType, TaskEvent, Total
@@ -207,6 +209,22 @@ class DeliveryPage(BaseModel):
     next_cursor: str | None
 
 
+def max_cost_field(description: str) -> Any:
+    """`max_cost`: US dollars above 0, a decimal string or a number, kept exact."""
+    return Field(
+        default=None,
+        gt=0,
+        le=MAX_COST_LIMIT,
+        allow_inf_nan=False,
+        description=description,
+        examples=["0.50"],
+    )
+
+
+def max_tokens_field(description: str) -> Any:
+    return Field(default=None, gt=0, le=MAX_TOKENS_LIMIT, description=description)
+
+
 class TaskTemplate(Request):
     """The fields of a task to run: submitted now, or at each slot of a schedule."""
 
@@ -255,6 +273,18 @@ class TaskTemplate(Request):
     )
     timeout_seconds: float | None = Field(
         default=None, gt=0, le=86_400, description="Per attempt; the server default otherwise."
+    )
+    max_cost: Decimal | None = max_cost_field(
+        "Its budget in US dollars (a decimal string or a number, kept exact): before each "
+        "model request the run checks what the request may cost at most; one that would "
+        "pass it is not sent, and the task fails with `error.code` `budget_exhausted`, "
+        "keeping its partial result (fork it with a larger budget to go on). Unset: its "
+        "agent profile's default, if any. A model nobody prices counts 0 here (its "
+        "requests are counted in `usage.unpriced_requests`)."
+    )
+    max_tokens: int | None = max_tokens_field(
+        "Its budget of tokens (input + output of its own model requests), checked like "
+        "`max_cost`. Unset: its agent profile's default, if any."
     )
     priority: int = Field(
         default=0,
@@ -329,6 +359,11 @@ class TaskFork(Request):
     )
     max_attempts: int | None = Field(default=None, ge=1, le=100)
     timeout_seconds: float | None = Field(default=None, gt=0, le=86_400)
+    max_cost: Decimal | None = max_cost_field(
+        "The fork's budget in US dollars (unset: the source's). A fork's spend starts at "
+        "zero: how a task that failed `budget_exhausted` goes on."
+    )
+    max_tokens: int | None = max_tokens_field("The fork's budget of tokens (unset: the source's).")
     webhooks: list[WebhookIn] = Field(
         default_factory=list,
         description="The fork's own webhooks (the source's are not copied).",

@@ -138,6 +138,19 @@ class Pricing:
             return found.total_price
         return None
 
+    def response(self, response: Any, *, model: str) -> Decimal | None:
+        """The price of a model response (pydantic-ai's `ModelResponse`: its usage,
+        the model and provider it names, its time), `model` the one that was asked
+        (as tasks name it)."""
+        return self.price(
+            response.usage,
+            model=model,
+            model_name=response.model_name,
+            provider=response.provider_name,
+            provider_url=response.provider_url,
+            at=response.timestamp,
+        )
+
 
 @dataclass
 class Spend:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 from taskservice.db.sql import Row
 from taskservice.domain.models import AgentSpec, NewTask, Task
 from taskservice.domain.states import TaskState
@@ -56,7 +59,16 @@ def task_from_row(row: Row) -> Task:
         forked_from=row.get("forked_from"),  # before migration 0022: none
         forked_at=row.get("forked_at"),
         paused=row.get("paused"),  # before migration 0023: none
+        # Before migration 0027: none. A webhook snapshot's JSON has a number.
+        max_cost=_decimal(row.get("max_cost")),
+        max_tokens=row.get("max_tokens"),
     )
+
+
+def _decimal(value: Any) -> Decimal | None:
+    if value is None or isinstance(value, Decimal):
+        return value
+    return Decimal(str(value))
 
 
 def pending_task(new: NewTask, row: Row) -> Task:
@@ -100,4 +112,6 @@ def pending_task(new: NewTask, row: Row) -> Task:
         forked_from=new.fork.source if new.fork is not None else None,
         forked_at=new.fork.at if new.fork is not None else None,
         paused=row.get("paused"),
+        max_cost=new.max_cost,
+        max_tokens=new.max_tokens,
     )

@@ -43,16 +43,17 @@ WITH r AS (
     FROM unnest(
         $1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::uuid[],
         $7::text[], $8::text[], $9::text[], $10::int[], $11::float8[], $12::bool[],
-        $13::text[], $14::int[], $15::timestamptz[], $16::bool[]
+        $13::text[], $14::int[], $15::timestamptz[], $16::bool[], $17::numeric[],
+        $18::bigint[]
     ) AS r(id, tenant, input, agent, metadata, parent_id, context_id,
            idempotency_key, request_hash, max_attempts, timeout_seconds, detached,
-           trace_context, priority, run_at, quiet)
+           trace_context, priority, run_at, quiet, max_cost, max_tokens)
 ), t AS (
     -- A task for later is `delayed` until the scheduler finds its time has come.
     INSERT INTO tasks (id, tenant, state, input, agent, metadata, parent_id, context_id,
                        idempotency_key, request_hash, max_attempts, timeout_seconds,
                        detached, trace_context, priority, run_at, delayed, wake_at,
-                       quiet, event_seq, paused)
+                       quiet, event_seq, paused, max_cost, max_tokens)
     SELECT id, tenant, 'pending', input::jsonb, agent::jsonb, metadata::jsonb, parent_id,
            context_id, idempotency_key, request_hash, max_attempts, timeout_seconds,
            detached, trace_context::jsonb, priority, coalesce(run_at, now()),
@@ -60,7 +61,8 @@ WITH r AS (
            (SELECT jsonb_build_object('by', p.paused_by, 'at', now(), 'reason', p.reason,
                                       'scope', 'agent')
             FROM agent_pauses p
-            WHERE p.tenant = r.tenant AND p.profile = r.agent::jsonb ->> 'profile')
+            WHERE p.tenant = r.tenant AND p.profile = r.agent::jsonb ->> 'profile'),
+           max_cost, max_tokens
     FROM r
     ON CONFLICT (tenant, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, tenant, created_at, run_at, delayed, paused
@@ -86,6 +88,8 @@ _FIELDS = (
     "priority",
     "run_at",
     "quiet",
+    "max_cost",
+    "max_tokens",
 )
 _JSON_FIELDS = frozenset({"input", "agent", "metadata", "trace_context"})
 _NULLABLE_JSON = frozenset({"trace_context"})  # None is SQL NULL, not JSON null

@@ -110,6 +110,10 @@ tasks = Table(
     # `scope` "task" (paused alone) or "agent" (its profile's brake); NULL: not held.
     # The claim never takes a paused task.
     Column("paused", JSONB),
+    # Its budget (migration 0027, `domain/budgets.py`): US dollars (exact), and input +
+    # output tokens of its own model requests; NULL: not limited.
+    Column("max_cost", Numeric),
+    Column("max_tokens", BigInteger),
     Column("context_id", Text),
     Column("idempotency_key", Text),
     Column("request_hash", Text),  # what the idempotency key was first used with
@@ -142,6 +146,8 @@ tasks = Table(
     CheckConstraint(f"state IN ({_STATES})", name="state_valid"),
     CheckConstraint("max_attempts >= 1", name="max_attempts_positive"),
     CheckConstraint("priority BETWEEN -1000 AND 1000", name="priority_range"),
+    CheckConstraint("max_cost > 0", name="max_cost_positive"),
+    CheckConstraint("max_tokens > 0", name="max_tokens_positive"),
     Index(
         "uq_tasks_tenant_idempotency_key",
         "tenant",

@@ -189,6 +189,8 @@ def task_params(new: NewTask) -> dict[str, Any]:
         "priority": new.priority,
         "run_at": new.run_at,
         "quiet": new.quiet,
+        "max_cost": new.max_cost,
+        "max_tokens": new.max_tokens,
     }
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from taskservice.domain.errors import InvalidRequest
@@ -63,6 +64,10 @@ class ForkRequest:
     webhooks: Sequence[WebhookRequest] = ()
     idempotency_key: str | None = None
     message_key: str | None = None  # the added message's, as its sender keys it
+    # A larger (or smaller) budget than the source's: how a task that failed
+    # `budget_exhausted` goes on (`domain/budgets.py`).
+    max_cost: Decimal | None = None
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -59,6 +60,10 @@ class NewTask:
     run_at: datetime | None = None  # not claimed before; None: at once
     quiet: bool = False  # no live output until a stream asks for it (`Task.quiet`)
     fork: Fork | None = None  # its ledger copied from another task's (`domain/forks.py`)
+    # Its budget (`domain/budgets.py`): US dollars, and input + output tokens of its
+    # own model requests (None: not limited).
+    max_cost: Decimal | None = None
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,10 @@ class Task:
     # (paused alone) or "agent" (its profile's brake); None: not paused. The claim
     # never takes a paused task, whatever its state.
     paused: dict[str, Any] | None = None
+    # Its budget (`domain/budgets.py`, `worker/spend.py`): what its own model requests
+    # may cost in US dollars, and take in tokens (None: not limited).
+    max_cost: Decimal | None = None
+    max_tokens: int | None = None
 
     @property
     def questions(self) -> list[dict[str, Any]]:

@@ -16,9 +16,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from taskservice.domain.agent_options import AgentOptions
+from taskservice.domain.budgets import check_max_cost, check_max_tokens
 from taskservice.domain.content import canonical
 from taskservice.domain.forks import Fork
 from taskservice.domain.schedules import check_priority, check_run_at
@@ -51,10 +53,15 @@ class TaskRequest:
     # A fork of another task (`domain/forks.py`): its ledger begins as a copy of the
     # source's; `input` is then the source's (at 0: the fork's prompt).
     fork: Fork | None = None
+    # Its budget (`domain/budgets.py`); None: its agent profile's default, if any.
+    max_cost: Decimal | None = None
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         # Values from JSON (A2A metadata, a schedule's template) arrive unchecked.
         object.__setattr__(self, "priority", check_priority(self.priority))
+        object.__setattr__(self, "max_cost", check_max_cost(self.max_cost))
+        object.__setattr__(self, "max_tokens", check_max_tokens(self.max_tokens))
         if self.run_at is not None:
             object.__setattr__(self, "run_at", check_run_at(self.run_at))
         if self.metadata is None:
@@ -88,6 +95,10 @@ class TaskRequest:
             request["run_at"] = self.run_at.isoformat()
         if self.fork is not None:
             request["fork"] = self.fork.fingerprint()
+        if self.max_cost is not None:
+            request["max_cost"] = str(self.max_cost.normalize())
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
         if self.webhooks:
             request["webhooks"] = [
                 {"url": w.url, "states": sorted(w.states), "secret": w.secret}

@@ -13,6 +13,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
+from taskservice.common.pricing import decimal_text
 from taskservice.domain.models import Task
 from taskservice.domain.states import TaskState
 
@@ -60,6 +61,18 @@ class TaskOut(BaseModel):
         "before it fails."
     )
     lost_attempts: int = Field(default=0, description="Attempts lost so far, of max_attempts.")
+    max_cost: str | None = Field(
+        default=None,
+        description="Its budget in US dollars, an exact decimal string like `usage.cost` "
+        "(its own or its agent profile's default; null: none): a model request that may "
+        "take it past this is not sent, and the task fails `budget_exhausted`.",
+        examples=["0.50"],
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        description="Its budget of tokens (input + output of its own model requests; its "
+        "own or its agent profile's default; null: none), kept like `max_cost`.",
+    )
     timeout_seconds: float | None = None
     cancel_reason: str | None = None
     input_request: Any = None
@@ -115,6 +128,8 @@ class TaskOut(BaseModel):
             attempt=task.attempt,
             max_attempts=task.max_attempts,
             lost_attempts=task.lost_attempts,
+            max_cost=decimal_text(task.max_cost) if task.max_cost is not None else None,
+            max_tokens=task.max_tokens,
             timeout_seconds=task.timeout_seconds,
             cancel_reason=task.cancel_reason,
             input_request=task.input_request,

@@ -6,8 +6,10 @@ ledger as a run resumed after a crash does: no tool call recorded before the
 position runs again. The source is only read, whatever its state.
 
 What a fork keeps of its source unless told otherwise: its agent (profile, model,
-system prompt), metadata, context, limits (attempts, timeout) and priority. A
-subtask's fork is not a subtask: nothing waits on it.
+system prompt), metadata, context, limits (attempts, timeout, budget: `max_cost`,
+`max_tokens`) and priority. A subtask's fork is not a subtask: nothing waits on it.
+A task that failed `budget_exhausted` goes on as its fork with a larger budget: its
+spend starts at zero (its usage does), the copied messages being its source's.
 """
 
 from __future__ import annotations
@@ -61,4 +63,6 @@ def fork_submit(
         webhooks=request.webhooks,
         priority=source.priority,
         fork=fork,
+        max_cost=request.max_cost if request.max_cost is not None else source.max_cost,
+        max_tokens=request.max_tokens if request.max_tokens is not None else source.max_tokens,
     )

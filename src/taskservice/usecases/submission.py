@@ -63,6 +63,12 @@ class NewTasks:
             raise InvalidRequest(f"parent task {parent_id} does not exist", field="parent_id")
         if request.detached and parent_id is None:
             raise InvalidRequest("only a subtask (with a parent_id) is detached", field="detached")
+        # The task's budget, else its profile's default.
+        profile = self.catalog.profile(spec.profile)
+        max_cost, max_tokens = request.max_cost, request.max_tokens
+        if profile is not None:
+            max_cost = profile.max_cost if max_cost is None else max_cost
+            max_tokens = profile.max_tokens if max_tokens is None else max_tokens
         request_hash = None
         if idempotency_key:
             request_hash = request.fingerprint(
@@ -95,4 +101,6 @@ class NewTasks:
             run_at=request.run_at,
             quiet=request.quiet,
             fork=request.fork,
+            max_cost=max_cost,
+            max_tokens=max_tokens,
         )

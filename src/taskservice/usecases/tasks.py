@@ -185,7 +185,8 @@ class TaskService:
     ) -> Task:
         """A subtask a running agent starts (its `spawn_subtask` tool): checked like any
         submit; it inherits the parent's tenant, agent, context, limits and priority
-        (a parent waiting on it must not wait behind its own backlog). One subtask
+        (a parent waiting on it must not wait behind its own backlog), but not its
+        budget: its own is its profile's default. One subtask
         per tool call: a call executed again (a resumed run) gets the same child.
         `detached`: it is not cancelled when the parent fails or is cancelled.
         `profile`: the subtask is of that agent profile instead (`ask_agent`)."""
@@ -196,6 +197,9 @@ class TaskService:
             agent = self._catalog.resolve(profile=profile)  # unknown: InvalidRequest
         if system_prompt:
             agent = AgentSpec(agent.profile, agent.model, system_prompt)
+        # Its budget is its profile's default: the parent's counts the parent's own
+        # model requests.
+        chosen = self._catalog.profile(agent.profile)
         new = NewTask(
             tenant=parent.tenant,
             input=input,
@@ -210,6 +214,8 @@ class TaskService:
             trace_context=self._tracing.carrier(),  # the parent's run: one trace
             priority=parent.priority,
             quiet=parent.quiet,  # streamed if its parent is
+            max_cost=chosen.max_cost if chosen is not None else None,
+            max_tokens=chosen.max_tokens if chosen is not None else None,
         )
         task, _ = await self._create(new)
         return task

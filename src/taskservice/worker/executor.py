@@ -24,6 +24,7 @@ from pydantic_ai.exceptions import (
     UsageLimitExceeded,
     UserError,
 )
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import UsageLimits
@@ -33,9 +34,11 @@ from taskservice.agents.catalog import AgentCatalog, streams
 from taskservice.agents.mcp_servers import McpServerError
 from taskservice.agents.tools import ASK_USER, WAITS_FOR_SUBTASKS, current_run
 from taskservice.common.rate_limits import Throttled, gated
+from taskservice.common.spending import Budget, BudgetExhausted, spending
 from taskservice.db.budgets import BudgetStore
 from taskservice.domain.content import as_text
 from taskservice.domain.models import Task
+from taskservice.usecases.spend import SpendControl
 from taskservice.worker.budget import RunGate
 from taskservice.worker.ledger import RunLedger
 from taskservice.worker.live_output import LiveOutput, LiveWriter
@@ -47,6 +50,7 @@ from taskservice.worker.outcomes import (
     WaitsForBudget,
 )
 from taskservice.worker.resume import ApprovalTimedOut
+from taskservice.worker.spend import RunSpend, SharedBudgets, task_budget
 
 if TYPE_CHECKING:  # the runtime loads it only where a profile delegates
     from taskservice.worker.delegation import Delegator
@@ -124,6 +128,69 @@ def waiting_for(
     return {"kind": "subtasks", "call_id": wait.tool_call_id}, None
 
 
+class BudgetRunOut(Exception):
+    """The run stopped before a model request that would pass a budget: `refused`,
+    the task's model's refusal (and its fallback's, when it has one), `partial` the
+    text it wrote before."""
+
+    def __init__(self, refused: list[BudgetExhausted], partial: str | None) -> None:
+        super().__init__(str(refused[0]))
+        self.refused = refused
+        self.partial = partial
+
+    def error(self) -> dict[str, Any]:
+        """The task's error: `code` budget_exhausted, the budget in `budget`."""
+        first = self.refused[0]
+        message = f"budget exhausted: {first}"
+        for other in self.refused[1:]:
+            message += f"; on the fallback model too: {other}"
+        message += "; fork the task with a larger budget to go on"
+        return {
+            "type": "budget_exhausted",
+            "code": "budget_exhausted",
+            "message": message,
+            "model": first.model,
+            "budget": first.exhausted.shown(),
+        }
+
+
+def exhausted_in(exc: BaseException) -> list[BudgetExhausted] | None:
+    """The budget refusals a model request ended with: its own, or every model's of a
+    fallback chain (a group of nothing else); None: it ended otherwise."""
+    if isinstance(exc, BudgetExhausted):
+        return [exc]
+    if isinstance(exc, BaseExceptionGroup):
+        found: list[BudgetExhausted] = []
+        for inner in exc.exceptions:
+            refused = exhausted_in(inner)
+            if refused is None:
+                return None
+            found += refused
+        return found or None
+    return None
+
+
+def unsent(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """The conversation of a run stopped before its model request: without the
+    `interrupted` response pydantic-ai adds for the request that was not sent."""
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelResponse) and last.state == "interrupted" and not last.parts:
+        return messages[:-1]
+    return messages
+
+
+def written_text(messages: list[ModelMessage]) -> str | None:
+    """The text the model's responses wrote so far (None: none)."""
+    texts = [
+        part.content
+        for message in messages
+        if isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, TextPart) and part.content
+    ]
+    return "\n\n".join(texts) if texts else None
+
+
 async def _streamed(node: Any, run: AgentRun[Any, Any], live: LiveOutput) -> None:
     """Run a model request node by streaming it, its deltas going to `live`; the
     rest of its text is sent before the node's response can be persisted."""
@@ -145,6 +212,7 @@ class Executor:
         live: LiveWriter | None = None,
         budgets: BudgetStore | None = None,
         delegator: Delegator | None = None,
+        spend: SpendControl | None = None,
     ) -> None:
         """`budgets`: where rate limited model requests take their slots (None: as
         if no rate limits were configured); `delegator`: runs the tasks of `a2a`
@@ -153,6 +221,7 @@ class Executor:
         self.live = live
         self.budgets = budgets
         self.delegator = delegator
+        self.spend = spend  # the tenants' and profiles' budgets (None: not checked)
 
     def delegates(self, task: Task) -> bool:
         """Whether the task's run is a delegation (a remote agent's work: it waits
@@ -188,8 +257,11 @@ class Executor:
         gate = None
         if self.budgets is not None:
             gate = RunGate(self.budgets, model=task.agent.model, paid=task.paid_slot)
+        ledger.fallback = self.catalog.fallback_of(task.agent)
+        stopped: BudgetRunOut | None = None  # before a request past a budget
         try:
-            with current_run(ledger), gated(gate):
+            spend = await self._spend(task, ledger)
+            with current_run(ledger), gated(gate), spending(spend):
                 async with agent.iter(
                     None if history else prompt_of(task),
                     message_history=history or None,
@@ -214,6 +286,17 @@ class Executor:
                         # written.)
                         await ledger.sync(run.all_messages(), run.usage, final=True)
                         raise
+                    except Exception as exc:
+                        refused = exhausted_in(exc)
+                        if refused is None:
+                            raise
+                        # Stopped before the request: all it did so far is kept, not
+                        # the empty response pydantic-ai notes for the request.
+                        kept = unsent(run.all_messages())
+                        await ledger.sync(kept, run.usage, final=True)
+                        # (pydantic-ai's run raises the error it ended with again.)
+                        stopped = BudgetRunOut(refused, written_text(kept))
+                        raise
                     await ledger.sync(run.all_messages(), run.usage, final=True)
                     result = run.result
                     ledger.conversation = run.all_messages()  # should the run go on
@@ -227,6 +310,12 @@ class Executor:
                 limit = profile.request_limit
                 ledger.stage_log("error", f"the run reached its limit of {limit} model requests")
             return Failed(failure_of(exc), ledger.usage)
+        except Exception:
+            if stopped is None:
+                raise
+            log.info("task %s: %s", task.id, stopped)
+            ledger.stage_log("error", stopped.error()["message"])
+            return Failed(stopped.error(), ledger.usage, result=stopped.partial)
         finally:
             if live is not None:
                 live.close()
@@ -236,6 +325,21 @@ class Executor:
             request, deadline = waiting_for(output, profile.approvals)
             return NeedsInput(request, ledger.usage, deadline)
         return Completed(output, ledger.usage)
+
+    async def _spend(self, task: Task, ledger: RunLedger) -> RunSpend | None:
+        """The run's spend gate (None: no budget applies): the task's own budget, its
+        spend so far the ledger's, then its tenant's and profile's shared ones."""
+        budgets: list[Budget] = []
+        own = task_budget(task, cost=ledger.spend.cost, usage=ledger.usage)
+        if own is not None:
+            budgets.append(own)
+        if self.spend is not None:
+            keys = await self.spend.budgets_of(task.tenant, task.agent.profile)
+            if keys:
+                budgets.append(SharedBudgets(self.spend, keys))
+        if not budgets:
+            return None
+        return RunSpend(budgets, pricing=ledger.pricing, log=ledger.log)
 
     def _live_output(self, task: Task, ledger: RunLedger) -> LiveOutput | None:
         if self.live is None:

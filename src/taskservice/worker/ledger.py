@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from pydantic_ai.messages import (
@@ -101,7 +103,14 @@ class RunLedger(RunHooks):
         # copied messages were its source's, and are not priced again.
         self.spend = Spend.of(task.usage)
         self.priced = 0  # the messages of the run before this one are priced
+        # The profile's fallback model (`agents/spending.py`): its responses are
+        # priced as its, not the task's model's.
+        self.fallback: str | None = None
         self.usage: dict[str, Any] = dict(task.usage or {})
+        # Each model's part of the usage (`_Part`), shown as `usage.models` once a
+        # response came from another model than the task's (its profile's fallback):
+        # the spend rollup (migration 0025) splits the task's usage by it.
+        self.models = _parts(task.usage, task.agent.model)
         # The last rows of the run, written with its outcome (`finish`).
         self.staged: dict[str, list[dict[str, Any]]] | None = None
         self.staged_read = 0  # the highest follow-up in what is staged
@@ -224,6 +233,8 @@ class RunLedger(RunHooks):
             "requests": self.base_usage.get("requests", 0) + int(run_usage.requests or 0),
             **self.spend.shown(),
         }
+        if set(self.models) - {self.task.agent.model}:
+            self.usage["models"] = {model: part.shown() for model, part in self.models.items()}
         new = messages[self.position :]
         if not final:
             new = complete_turns(new)
@@ -259,19 +270,14 @@ class RunLedger(RunHooks):
                 continue
             if message.state == "interrupted" and not message.usage.has_values():
                 continue  # refused or cut off before any usage: not a request it counts
-            price = self.pricing.price(
-                message.usage,
-                model=agent.model,
-                model_name=message.model_name,
-                provider=message.provider_name,
-                provider_url=message.provider_url,
-                at=message.timestamp,
-            )
+            model = served_by(message.model_name, agent.model, self.fallback)
+            price = self.pricing.response(message, model=model)
             self.spend.add(price)
+            self.models.setdefault(model, _Part()).add(message, price)
             if price is None:
-                MODEL_UNPRICED.labels(agent.profile, agent.model).inc()
+                MODEL_UNPRICED.labels(agent.profile, model).inc()
             else:
-                MODEL_COST.labels(agent.profile, agent.model).inc(float(price))
+                MODEL_COST.labels(agent.profile, model).inc(float(price))
 
     def _rows(self, new: list[ModelMessage]) -> dict[str, list[dict[str, Any]]]:
         """The ledger rows of `new` (messages, their tool calls, their events)."""
@@ -284,7 +290,8 @@ class RunLedger(RunHooks):
             data = {"position": position, "kind": message.kind, "parts": summary(message)}
             events.append({"type": "message", "data": data})
             if isinstance(message, ModelResponse):
-                _count(self.task.agent.profile, self.task.agent.model, message)
+                served = served_by(message.model_name, self.task.agent.model, self.fallback)
+                _count(self.task.agent.profile, served, message)
                 events.append({"type": "usage", "data": dict(self.usage)})
                 calls += [
                     {
@@ -487,6 +494,62 @@ class RunLedger(RunHooks):
                 lambda: self.store.append_events(self.task.id, lease=self.lease, events=events)
             )
         )
+
+
+@dataclass
+class _Part:
+    """One model's part of a task's usage."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    spend: Spend = field(default_factory=lambda: Spend(Decimal(0), 0))
+
+    def add(self, response: ModelResponse, price: Decimal | None) -> None:
+        self.input_tokens += int(response.usage.input_tokens or 0)
+        self.output_tokens += int(response.usage.output_tokens or 0)
+        self.requests += 1
+        self.spend.add(price)
+
+    def shown(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "requests": self.requests,
+            **self.spend.shown(),
+        }
+
+
+def _parts(usage: dict[str, Any] | None, model: str) -> dict[str, _Part]:
+    """The parts a task's usage had by model: `usage.models`, or all of it the task's
+    model's."""
+    usage = usage or {}
+    shown = usage.get("models") or ({model: usage} if usage.get("requests") else {})
+    return {
+        name: _Part(
+            input_tokens=int(part.get("input_tokens", 0)),
+            output_tokens=int(part.get("output_tokens", 0)),
+            requests=int(part.get("requests", 0)),
+            spend=Spend.of(part),
+        )
+        for name, part in shown.items()
+    }
+
+
+def served_by(model_name: str | None, model: str, fallback: str | None) -> str:
+    """Which model answered, as tasks name it: the task's `model`, or its profile's
+    `fallback` when the response names that (the provider's name for it, perhaps
+    dated: `gpt-4o-mini-2024-07-18`), more closely than the task's model."""
+    if fallback is None or not model_name:
+        return model
+
+    def match(name: str) -> int:
+        provided = name.partition(":")[2] or name
+        if model_name == provided or model_name.startswith(provided + "-"):
+            return len(provided)
+        return -1
+
+    return fallback if match(fallback) > match(model) else model
 
 
 def _count(agent: str, model: str, response: ModelResponse) -> None:

@@ -19,6 +19,7 @@ class Completed:
 class Failed:
     error: dict[str, Any]
     usage: dict[str, Any]
+    result: Any = None  # what it wrote before it failed, kept (a budget run out)
 
 
 @dataclass(frozen=True, slots=True)

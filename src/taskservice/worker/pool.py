@@ -496,6 +496,8 @@ class WorkerPool:
         else:
             target = TaskState.FAILED
             values = {"error": outcome.error, "usage": outcome.usage}
+            if outcome.result is not None:
+                values["result"] = outcome.result
         # One fenced statement: the outcome, and the run's last messages before it.
         written = await self._write_outcome(task, ledger, target, values)
         if written is Finished.UNREAD:
