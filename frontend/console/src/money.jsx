@@ -62,7 +62,9 @@ export function money(text, currency = "USD") {
 // What a usage's cost says: { text, title, kind }, kind one of "priced", "partial"
 // (some requests unpriced: the cost is a lower bound), "unpriced" (none priced:
 // unknown, not 0), "none" (no request yet, or usage written before costs were kept).
-export function costOf(usage) {
+// `brief`: a partial cost as its lower bound alone ("≥ $0.0012"), where the count of
+// unpriced requests is said beside it.
+export function costOf(usage, { brief = false } = {}) {
   const requests = usage?.requests ?? 0;
   const unpriced = usage?.unpriced_requests ?? 0;
   const cost = usage?.cost;
@@ -87,7 +89,7 @@ export function costOf(usage) {
   if (unpriced) {
     return {
       kind: "partial",
-      text: `≥ ${shown} · ${unpriced.toLocaleString()} unpriced`,
+      text: brief ? `≥ ${shown}` : `≥ ${shown} · ${unpriced.toLocaleString()} unpriced`,
       title: `${exact} for the priced requests; ${plural(unpriced, "request")} with no known price not counted`,
     };
   }
@@ -95,8 +97,8 @@ export function costOf(usage) {
 }
 
 // A usage's cost, as `costOf` says it.
-export function Cost({ usage }) {
-  const { kind, text, title } = costOf(usage);
+export function Cost({ usage, brief = false }) {
+  const { kind, text, title } = costOf(usage, { brief });
   return (
     <span class={`cost ${kind}`} data-cost={usage?.cost ?? undefined} title={title}>
       {text}
