@@ -1,9 +1,10 @@
 """The `taskservice` verbs that talk to a running service over HTTP, through the
 Python client (`taskservice.client`): `submit [--follow]`, `fork ID [--at N]
 [--follow]`, `tasks list | get | cancel | pause | resume | input | approve | deny`
-and `agents list | pause | resume` (the brake). `--follow` exits with the task's final state
-(`EXIT_CODES`); an unreachable service is exit code 4, a request the service refused
-(its problem printed as `error: …`) 5, and Ctrl-C 130, saying that the task goes on."""
+`agents list | pause | resume` (the brake) and `usage` (what was spent). `--follow`
+exits with the task's final state (`EXIT_CODES`); an unreachable service is exit code
+4, a request the service refused (its problem printed as `error: …`) 5, and Ctrl-C
+130, saying that the task goes on."""
 
 from __future__ import annotations
 
@@ -182,6 +183,66 @@ async def _agents(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+# `taskservice usage` without --by: what the console's spend view shows.
+_SPEND_VIEW = (("agent",), ("model",), ("day",))
+
+
+async def _usage(client: Any, args: argparse.Namespace) -> int:
+    groupings = [tuple(args.by)] if args.by else list(_SPEND_VIEW)
+    reports = [
+        await client.usage(
+            group_by=grouping,
+            since=args.since,
+            until=args.until,
+            agent=args.agent,
+            model=args.model,
+            limit=args.limit,
+        )
+        for grouping in groupings
+    ]
+    if args.json:
+        _print(reports[0] if args.by else reports)
+        return 0
+    first = reports[0]
+    print(f"spend from {first['from']} to {first['to']} (UTC days), in {first['currency']}")
+    print(_spend_table([], [("total", first["total"])]))
+    for report in reports:
+        keys = report["group_by"]
+        rows = [(" · ".join(str(g[k]) for k in keys), g) for g in report["groups"]]
+        print(f"\nby {' and '.join(keys)}{' (more not shown: --limit)' * report['more']}")
+        print(_spend_table(keys, rows) if rows else "  (nothing spent)")
+    return 0
+
+
+def _spend_table(keys: list[str], rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Aligned columns: the group, requests, tokens in and out, cost (`unpriced`
+    beside a cost that leaves requests out; `?` when nothing priced is in it)."""
+    head = (" · ".join(keys) or "", "requests", "input", "output", "cost")
+    lines = [head]
+    for name, spent in rows:
+        cost = "?" if spent["cost"] is None else f"${spent['cost']}"
+        if spent["unpriced_requests"]:
+            cost += f" ({spent['unpriced_requests']} unpriced)"
+        lines.append(
+            (
+                name or "-",
+                str(spent["requests"]),
+                str(spent["input_tokens"]),
+                str(spent["output_tokens"]),
+                cost,
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join(
+        "  "
+        + "  ".join(
+            cell.ljust(width) if i in (0, 4) else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ).rstrip()
+        for line in lines
+    )
+
+
 def _add_remote(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="the service (TASKSERVICE_URL, default 127.0.0.1:8000)")
     parser.add_argument("--api-key", help="an API key (TASKSERVICE_API_KEY)")
@@ -286,3 +347,24 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     for command in (agents_list, brake, release):
         _add_remote(command)
     agents.set_defaults(func=_remote(_agents))
+
+    usage = sub.add_parser(
+        "usage",
+        help="what the tenant's model requests spent: tokens, requests, cost (over HTTP)",
+        description="Without --by: the total, then by agent profile, by model and by day, "
+        "as the console's spend view shows them.",
+    )
+    usage.add_argument(
+        "--by",
+        action="append",
+        choices=["agent", "model", "day", "context"],
+        help="group by this (repeatable: together)",
+    )
+    usage.add_argument("--from", dest="since", help="the first UTC day, YYYY-MM-DD")
+    usage.add_argument("--to", dest="until", help="the last UTC day (included), YYYY-MM-DD")
+    usage.add_argument("--agent", help="only this agent profile")
+    usage.add_argument("--model", help="only this model")
+    usage.add_argument("--limit", type=int, help="groups at most (default 100)")
+    usage.add_argument("--json", action="store_true", help="the answers as JSON")
+    _add_remote(usage)
+    usage.set_defaults(func=_remote(_usage))

@@ -20,7 +20,7 @@ import asyncio
 import builtins
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -165,6 +165,26 @@ class TaskClient:
         """Let a paused task go: its run goes on from its ledger. A no-op otherwise."""
         task: dict[str, Any] = await self._call("POST", f"/v1/tasks/{task_id}/resume")
         return task
+
+    async def usage(
+        self,
+        *,
+        group_by: Sequence[str] = (),
+        since: str | None = None,
+        until: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """What the tenant's model requests spent from `since` to `until` (UTC days,
+        `YYYY-MM-DD`, both included; default the last 30 days), in total and grouped
+        by any of `agent`, `model`, `day`, `context`."""
+        given = {"from": since, "to": until, "agent": agent, "model": model, "limit": limit}
+        params = [("group_by", group) for group in group_by] + [
+            (k, v) for k, v in given.items() if v is not None
+        ]
+        report: dict[str, Any] = await self._call("GET", "/v1/usage", params=params)
+        return report
 
     async def agents(self) -> builtins.list[dict[str, Any]]:
         """The agent profiles, each with its brake for this tenant (`paused`)."""

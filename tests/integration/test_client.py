@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -17,6 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from taskservice.cli_remote import EXIT_INTERRUPTED, EXIT_REFUSED
 from taskservice.client import LiveText, TaskClient, TaskServiceError
+from taskservice.common.pricing import parse_model_prices
 from tests.conftest import LiveFactory
 
 
@@ -334,3 +336,45 @@ async def test_tool_calls_are_approved_and_denied_from_the_client_and_the_comman
         code, _, err = await run_cli(live.url, "tasks", "approve", third["id"])
         assert code == 0, err
         assert "published to #demo" in (await client.wait(third["id"], within=15))["result"]
+
+
+async def test_usage_from_the_client_and_the_command(make_live: LiveFactory) -> None:
+    # The offline model priced by the operator: $1 per million input tokens, $2 output.
+    prices = parse_model_prices('{"offline": {"input": 1, "output": 2}}')
+    async with (
+        make_live(workers_enabled=True, model_prices=prices) as live,
+        TaskClient(live.url) as client,
+    ):
+        for text in ("hello", "goodbye"):
+            assert (await client.wait((await client.submit(text))["id"], within=10))[
+                "state"
+            ] == "completed"
+        tasks = (await client.list())["tasks"]
+        cost = sum(Decimal(t["usage"]["cost"]) for t in tasks)
+        by_model = await client.usage(group_by=["model"])
+        code, out, err = await run_cli(live.url, "usage")
+        json_code, json_out, _ = await run_cli(live.url, "usage", "--by", "model", "--json")
+        bad_code, _, bad_err = await run_cli(live.url, "usage", "--from", "2026-13-01")
+    assert [(g["model"], g["requests"]) for g in by_model["groups"]] == [("offline", 2)]
+    assert Decimal(by_model["total"]["cost"]) == cost > 0
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("spend from ")
+    assert lines[0].endswith("(UTC days), in USD")
+    total = next(line for line in lines if line.strip().startswith("total"))
+    assert total.split()[1:] == [
+        "2",
+        str(by_model["total"]["input_tokens"]),
+        str(by_model["total"]["output_tokens"]),
+        f"${by_model['total']['cost']}",
+    ]
+    assert [line for line in lines if line.startswith("by ")] == [
+        "by agent",
+        "by model",
+        "by day",
+    ]
+    assert any(line.split()[:2] == ["offline", "2"] for line in lines)
+    assert json_code == 0
+    assert json.loads(json_out) == by_model
+    assert bad_code == EXIT_REFUSED
+    assert "from" in bad_err

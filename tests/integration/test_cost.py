@@ -284,5 +284,22 @@ async def test_a_subtask_has_its_own_cost(make_client: ClientFactory, fake: Fake
     [child] = children["tasks"]
     assert child["state"] == "completed", child
     assert Decimal(child["usage"]["cost"]) == genai_price(replies[1])
-    # The parent's own requests; its subtree's total is not shown yet.
+    # The parent's own requests; with its subtree's, the three.
     assert Decimal(parent["usage"]["cost"]) == genai_price(replies[0]) + genai_price(replies[2])
+    subtree = parent["usage"]["subtree"]
+    assert Decimal(subtree["cost"]) == sum(genai_price(reply) for reply in replies)
+    assert (subtree["tasks"], subtree["requests"], subtree["unpriced_requests"]) == (2, 3, 0)
+
+
+async def test_a_request_the_provider_refused_is_neither_priced_nor_unpriced(
+    make_client: ClientFactory, fake: FakeOpenAI
+) -> None:
+    """pydantic-ai records the refused request's response as `interrupted`, without
+    usage: it is no request the task counts, so not an unpriced one either."""
+    fake.queue(Reply(status=400, text="bad request"))
+    async with make_client(**_settings(fake)) as client:
+        task = (await client.post("/v1/tasks", json={"input": "x", "model": PRICED})).json()
+        failed = await until_state(client, task["id"], "failed")
+    assert failed["usage"]["requests"] == 0
+    assert failed["usage"]["unpriced_requests"] == 0
+    assert failed["usage"]["cost"] == "0"

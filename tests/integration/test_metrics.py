@@ -63,9 +63,10 @@ async def test_a_tasks_life_counts_its_claim_run_model_request_and_http_requests
 
     assert grew("taskservice_claim_latency_seconds_count", agent="default") == 1
     assert grew("taskservice_run_duration_seconds_count", agent="default", outcome="completed") == 1
-    assert grew("taskservice_model_requests_total", model="offline") == 1
-    assert grew("taskservice_model_tokens_total", model="offline", direction="input") > 0
-    assert grew("taskservice_model_tokens_total", model="offline", direction="output") > 0
+    offline = {"agent": "default", "model": "offline"}
+    assert grew("taskservice_model_requests_total", **offline) == 1
+    assert grew("taskservice_model_tokens_total", **offline, direction="input") > 0
+    assert grew("taskservice_model_tokens_total", **offline, direction="output") > 0
     route = {"method": "POST", "route": "/v1/tasks", "status": "201"}
     assert grew("taskservice_http_request_duration_seconds_count", **route) == 1
     waited = {"method": "GET", "route": "/v1/tasks/{task_id}", "status": "200"}

@@ -34,6 +34,7 @@ from taskservice.api.routes import (
     tasks,
     tokens,
     ui,
+    usage,
     webhooks,
 )
 from taskservice.api.sse import StreamGate, run_streams_after_routing
@@ -144,6 +145,7 @@ def create_app(
     app.include_router(a2a.router)
     app.include_router(agents.router)
     app.include_router(overview.router)
+    app.include_router(usage.router)
     app.include_router(messages.router)
     app.include_router(tokens.router)
     app.include_router(firehose.router)

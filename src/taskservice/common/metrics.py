@@ -53,12 +53,15 @@ RUN_DURATION = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
 )
 MODEL_REQUESTS = Counter(
-    _PREFIX + "model_requests", "Model responses received, by the task's model.", ["model"]
+    _PREFIX + "model_requests",
+    "Model responses received, by agent profile and the task's model.",
+    ["agent", "model"],
 )
 MODEL_TOKENS = Counter(
     _PREFIX + "model_tokens",
-    "Tokens of model requests (`input`) and responses (`output`), by the task's model.",
-    ["model", "direction"],
+    "Tokens of model requests (`input`) and responses (`output`), by agent profile and "
+    "the task's model.",
+    ["agent", "model", "direction"],
 )
 MODEL_COST = Counter(
     _PREFIX + "model_cost_usd",

@@ -14,11 +14,13 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Date,
     Float,
     ForeignKey,
     Identity,
     Index,
     Integer,
+    Numeric,
     PrimaryKeyConstraint,
     SmallInteger,
     Table,
@@ -51,6 +53,8 @@ __all__ = [
     "task_live",
     "task_messages",
     "tasks",
+    "usage_contexts",
+    "usage_daily",
     "webhook_attempts",
     "webhook_deliveries",
     "webhook_subscriptions",
@@ -413,4 +417,41 @@ service_secrets = Table(
     Column("name", Text, primary_key=True),
     Column("value", Text, nullable=False),
     created(),
+)
+
+
+def _sums() -> list[Column[object]]:
+    return [
+        Column(name, kind, nullable=False, server_default=text("0"))
+        for name, kind in (
+            ("input_tokens", BigInteger),
+            ("output_tokens", BigInteger),
+            ("requests", BigInteger),
+            ("cost", Numeric),
+            ("unpriced_requests", BigInteger),
+        )
+    ]
+
+
+# Spend as it is written (migration 0025, `db/usage.py`): kept by a trigger on
+# `tasks` from each change of a task's `usage`, per tenant, UTC day, profile and model.
+usage_daily = Table(
+    "usage_daily",
+    metadata,
+    Column("tenant", Text, primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("agent", Text, primary_key=True),  # the profile ('' when the task had none)
+    Column("model", Text, primary_key=True),
+    *_sums(),
+)
+# The same, per context as well ('' for tasks without one): read to group by context.
+usage_contexts = Table(
+    "usage_contexts",
+    metadata,
+    Column("tenant", Text, primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("context_id", Text, primary_key=True),
+    Column("agent", Text, primary_key=True),
+    Column("model", Text, primary_key=True),
+    *_sums(),
 )

@@ -70,7 +70,9 @@ class TaskOut(BaseModel):
         "`TASKSERVICE_MODEL_PRICES`; null when requests were unpriced and none priced "
         'added to it, never a claimed `"0"`), `currency` (`USD`), `unpriced_requests` '
         "(requests nobody prices: while above 0, `cost` covers only the others). A "
-        "fork's starts empty; a subtask has its own."
+        "fork's starts empty; a subtask has its own. Read by id (`GET /v1/tasks/{task_id}`), "
+        "a task with subtasks also shows `subtree`: the same figures for it and every task "
+        "below it together, with `tasks`, how many that is."
     )
     created_at: datetime
     updated_at: datetime

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from taskservice.agents.catalog import AgentCatalog
@@ -32,6 +32,7 @@ from taskservice.db.retention import RetentionStore
 from taskservice.db.sql import Row
 from taskservice.db.steps import LedgerStore
 from taskservice.db.tasks import AlsoWrite, TaskStore
+from taskservice.db.usage import Counts, Report, UsageStore
 from taskservice.domain.content import check_new_task, field_json
 from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
 from taskservice.domain.forks import ForkRequest
@@ -446,6 +447,37 @@ class TaskService:
         """The tenant's tasks at a glance (`db.overview`): live states, what finished
         per minute, the workers holding its tasks, the webhook outbox."""
         return await OverviewStore(self._store.db).read(tenant, minutes=minutes)
+
+    async def usage(
+        self,
+        *,
+        tenant: str,
+        since: date,
+        until: date,
+        group_by: tuple[str, ...] = (),
+        agent: str | None = None,
+        model: str | None = None,
+        limit: int = 100,
+    ) -> Report:
+        """What the tenant's model requests spent from `since` to `until` (UTC days,
+        both included), in total and grouped (`db/usage.py`: from the rollup kept as
+        usage is written)."""
+        if since > until:
+            raise InvalidRequest(f"`from` ({since}) is after `to` ({until})")
+        return await UsageStore(self._store.db).report(
+            tenant=tenant,
+            since=since,
+            until=until,
+            group_by=group_by,
+            agent=agent,
+            model=model,
+            limit=limit,
+        )
+
+    async def subtree_usage(self, task: Task) -> tuple[int, Counts]:
+        """What the task and every task below it spent together, and how many they
+        are."""
+        return await UsageStore(self._store.db).subtree(task.id, tenant=task.tenant)
 
     async def firehose_page(
         self, *, tenant: str, after: int, upto: int, filter: EventFilter

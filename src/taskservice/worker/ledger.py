@@ -257,6 +257,8 @@ class RunLedger(RunHooks):
         for message in fresh:
             if not isinstance(message, ModelResponse):
                 continue
+            if message.state == "interrupted" and not message.usage.has_values():
+                continue  # refused or cut off before any usage: not a request it counts
             price = self.pricing.price(
                 message.usage,
                 model=agent.model,
@@ -282,7 +284,7 @@ class RunLedger(RunHooks):
             data = {"position": position, "kind": message.kind, "parts": summary(message)}
             events.append({"type": "message", "data": data})
             if isinstance(message, ModelResponse):
-                _count(self.task.agent.model, message)
+                _count(self.task.agent.profile, self.task.agent.model, message)
                 events.append({"type": "usage", "data": dict(self.usage)})
                 calls += [
                     {
@@ -487,9 +489,9 @@ class RunLedger(RunHooks):
         )
 
 
-def _count(model: str, response: ModelResponse) -> None:
-    """A model response, into the metrics (by the task's model: an allowed name,
-    not the provider's dated one)."""
-    MODEL_REQUESTS.labels(model).inc()
-    MODEL_TOKENS.labels(model, "input").inc(response.usage.input_tokens or 0)
-    MODEL_TOKENS.labels(model, "output").inc(response.usage.output_tokens or 0)
+def _count(agent: str, model: str, response: ModelResponse) -> None:
+    """A model response, into the metrics (by the task's profile and model: an
+    allowed name, not the provider's dated one)."""
+    MODEL_REQUESTS.labels(agent, model).inc()
+    MODEL_TOKENS.labels(agent, model, "input").inc(response.usage.input_tokens or 0)
+    MODEL_TOKENS.labels(agent, model, "output").inc(response.usage.output_tokens or 0)

@@ -186,7 +186,11 @@ async def get_task(
         task = await caller.service.wait(tenant=caller.tenant, task_id=task_id, seconds=wait)
     else:
         task = await caller.service.get(tenant=caller.tenant, task_id=task_id)
-    return json_response(TaskOut.of(task))
+    out = TaskOut.of(task)
+    tasks, spent = await caller.service.subtree_usage(task)
+    if tasks > 1:  # it has subtasks: what they spent with it
+        out.usage = {**out.usage, "subtree": {**spent.shown(), "tasks": tasks}}
+    return json_response(out)
 
 
 @router.post(
