@@ -9,15 +9,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from playwright.async_api import Locator, Page, expect
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import override_allow_model_requests
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from taskservice.common.pricing import parse_model_prices
-from tests.browser.conftest import Console, screenshot, serving, submit
+from tests.browser.conftest import XSS, Console, screenshot, serving, submit
 from tests.conftest import LiveFactory
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -86,7 +90,7 @@ async def test_a_priced_run_shows_its_cost_growing_in_its_head_and_then_in_the_l
         assert console.errors == []
 
 
-async def test_an_unpriced_run_reads_unpriced_never_free(
+async def test_an_unpriced_run_reads_unpriced_never_free_and_so_does_its_subtree(
     make_live: LiveFactory, page: Page, console: Console
 ) -> None:
     async with serving(make_live, page) as live:
@@ -102,10 +106,167 @@ async def test_an_unpriced_run_reads_unpriced_never_free(
         await expect(own).to_have_attribute(
             "title", re.compile(rf"^{usage['unpriced_requests']} requests? with no known price")
         )
+        # With its subtasks: itself and both of them, all unpriced.
+        subtree = page.locator("#subtree-cost")
+        assert usage["subtree"]["tasks"] == 3, usage
+        await expect(subtree).to_have_text("· with subtasks: unpriced (3 tasks)")
         # The subtask tree and the list say so too: no $0 anywhere.
         await expect(page.locator("#subtasks li .cost.unpriced")).to_have_count(2)
         await page.goto(f"{live.url}/ui/#/runs")
         row = page.locator(f'tr[data-task="{parent["id"]}"]')
         await expect(row.locator("td.cost-cell")).to_have_text("unpriced")
         await expect(page.locator("#tasks td.cost-cell", has_text="$")).to_have_count(0)
+        assert console.errors == []
+
+
+def _days(n: int) -> tuple[str, str]:
+    today = datetime.now(UTC).date()
+    return str(today - timedelta(days=n - 1)), str(today)
+
+
+async def _usage(url: str, **params: Any) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url) as client:
+        response = await client.get("/v1/usage", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+async def _run(url: str, body: dict[str, Any]) -> None:
+    """A task run to its end."""
+    task = await submit(url, body)
+    async with httpx.AsyncClient(base_url=url) as client:
+        done = await client.get(f"/v1/tasks/{task['id']}", params={"wait": 20})
+    assert done.json()["state"] == "completed", done.text
+
+
+async def rows_are_the_answer(page: Page, table: str, answer: dict[str, Any], key: str) -> None:
+    """Each group of `answer` a row of `table` in its order, with its figures; the
+    footer its total."""
+    rows = page.locator(f"{table} tbody tr")
+    await expect(rows).to_have_count(len(answer["groups"]))
+    for i, group in enumerate(answer["groups"]):
+        row = rows.nth(i)
+        await expect(row).to_have_attribute("data-group", group[key])
+        await expect(row.locator("td.name")).to_have_text(group[key])
+        await expect(row.locator("td.requests")).to_have_text(f"{group['requests']:,}")
+        await expect(row.locator("td.input")).to_have_text(f"{group['input_tokens']:,}")
+        await expect(row.locator("td.output")).to_have_text(f"{group['output_tokens']:,}")
+        figure = row.locator(".cost")
+        if group["cost"] is None:
+            await expect(figure).to_have_text("unpriced")
+        else:
+            await expect(figure).to_have_attribute("data-cost", group["cost"])
+    total = answer["total"]
+    footer = page.locator(f"{table} tfoot tr.total")
+    await expect(footer.locator("td.requests")).to_have_text(f"{total['requests']:,}")
+    await expect(footer.locator("td.input")).to_have_text(f"{total['input_tokens']:,}")
+    await expect(footer.locator("td.output")).to_have_text(f"{total['output_tokens']:,}")
+
+
+async def test_the_spend_view_shows_what_the_usage_route_answers(
+    make_live: LiveFactory, page: Page, console: Console, fake: FakeOpenAI
+) -> None:
+    fake.queue(
+        Reply(text="one", prompt_tokens=1_000, completion_tokens=100),  # $0.0000525
+        Reply(text="two", prompt_tokens=3_000, completion_tokens=300),  # $0.0001575
+        Reply(text="three", prompt_tokens=10_000, completion_tokens=1_000),  # $0.00011
+    )
+    async with serving(make_live, page, **priced(fake)) as live:
+        await _run(live.url, {"input": "one", "model": PRICED})
+        await _run(live.url, {"input": "two", "model": PRICED})
+        await _run(live.url, {"input": "three", "model": CHEAP})
+        await _run(live.url, {"agent": "demo", "input": "take 0.1s"})  # unpriced
+        start, end = _days(7)
+        by_agent = await _usage(live.url, group_by="agent", **{"from": start, "to": end})
+        by_model = await _usage(live.url, group_by="model", **{"from": start, "to": end})
+        total = by_agent["total"]
+        assert total["cost"] == "0.00032", total
+        assert total["unpriced_requests"] >= 1, total
+
+        await page.goto(f"{live.url}/ui/#/runs")
+        await page.locator("header.top nav").get_by_role("link", name="Spend").click()
+        await expect(page).to_have_url(f"{live.url}/ui/#/spend")
+        await page.locator('select[name="range"]').select_option("7d")
+        await expect(page).to_have_url(f"{live.url}/ui/#/spend?range=7d")
+        await expect(page.locator("#spend-range")).to_have_text(f"{start} to {end} (UTC)")
+        tiles = page.locator("#spend-totals")
+        # Some requests unpriced: the cost is a lower bound, and says so.
+        unpriced = total["unpriced_requests"]
+        await expect(tiles.locator('[data-total="cost"] .cost')).to_have_text("≥ $0.00032")
+        await expect(tiles.locator('[data-total="requests"] .n')).to_have_text(
+            f"{total['requests']:,}"
+        )
+        await expect(tiles.locator('[data-total="unpriced"] .n')).to_have_text(str(unpriced))
+        await expect(page.locator("#unpriced-note")).to_contain_text("had no known price")
+        await rows_are_the_answer(page, "#by-agent", by_agent, "agent")
+        await rows_are_the_answer(page, "#by-model", by_model, "model")
+        await expect(page.locator('#by-model tr[data-group="demo"] .cost')).to_have_text("unpriced")
+        # The chart: a bar per day of the range, split by agent profile, with axes.
+        chart = page.locator("#spend-chart")
+        await expect(chart.locator('.u-axis[data-axis="x"]')).to_have_attribute(
+            "data-ticks", re.compile(r"\d")
+        )
+        await expect(chart.locator(".u-legend .u-series")).to_have_count(
+            1 + len(by_agent["groups"])
+        )
+        await screenshot(page, "console-spend", full_page=False, docs=True)
+
+        # A row is the view filtered to it; the filter and the split are in the URL.
+        await page.locator('#by-model tr[data-group="openai-chat:fake-gpt"] td.name a').click()
+        await expect(page).to_have_url(
+            re.compile(r"#/spend\?range=7d&model=openai-chat%3Afake-gpt$")
+        )
+        await page.locator('select[name="by"]').select_option("model")
+        await page.reload()
+        await expect(page.locator('select[name="by"]')).to_have_value("model")
+        only = await _usage(live.url, group_by="agent", model=PRICED, **{"from": start, "to": end})
+        assert only["total"]["cost"] == "0.00021", only
+        assert only["total"]["requests"] == 2, only
+        await expect(page.locator('#spend-totals [data-total="cost"] .cost')).to_have_text(
+            "$0.00021"
+        )
+        await expect(page.locator("#unpriced-note")).to_have_count(0)
+        await rows_are_the_answer(page, "#by-agent", only, "agent")
+        await expect(page.locator('[data-filter="model"]')).to_contain_text(PRICED)
+        # Dates of one's own.
+        await page.locator('select[name="range"]').select_option("custom")
+        await page.locator('input[name="from"]').fill(end)
+        await expect(page).to_have_url(re.compile(rf"range=custom&.*from={end}&to={end}$"))
+        await expect(page.locator("#spend-range")).to_have_text(f"{end} to {end} (UTC)")
+        assert console.errors == []
+
+
+def _answers() -> FunctionModel:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("ok")])
+
+    return FunctionModel(respond)
+
+
+async def test_no_agent_or_model_name_runs_as_script_in_the_spend_view(
+    make_live: LiveFactory, page: Page, console: Console, tmp_path: Path
+) -> None:
+    model = f"m{XSS}"
+    agents = tmp_path / "agents.json"
+    agents.write_text(json.dumps({"agents": {XSS: {"model": model}}}))
+    async with serving(
+        make_live, page, models={model: _answers()}, agents_file=str(agents)
+    ) as live:
+        await _run(live.url, {"agent": XSS, "input": "hi"})
+        await page.goto(f"{live.url}/ui/#/spend?range=7d")
+        await expect(page.locator("#by-agent tbody td.name")).to_have_text(XSS)
+        await expect(page.locator("#by-agent tbody tr")).to_have_attribute("data-group", XSS)
+        await expect(page.locator("#by-model td.name")).to_have_text(model)
+        legend = page.locator("#spend-chart .u-legend .u-series .u-label", has_text="<img src=x")
+        await expect(legend).to_have_count(1)
+        await page.locator("#by-agent td.name a").click()
+        await expect(page.locator('[data-filter="agent"]')).to_contain_text(XSS)
+        # At a phone's width the long names wrap, the tables scroll in their box.
+        await page.set_viewport_size({"width": 375, "height": 800})
+        await expect(page.locator("#by-model td.name")).to_have_text(model)
+        assert await page.evaluate("document.documentElement.scrollWidth") <= 375
+        await screenshot(page, "console-phone-spend")
+        assert await page.evaluate("window.__xss") is None
+        assert await page.locator(".spend img, .spend script").count() == 0
+        assert not [e for e in console.errors if "Content Security Policy" in e]
         assert console.errors == []

@@ -260,7 +260,7 @@ function Totals({ answer }) {
     <div class="tiles" id="spend-totals">
       <div class="tile plain" data-total="cost">
         <span class="n"><Cost usage={{ currency, ...total }} brief /></span>
-        <span class="label">{total.unpriced_requests ? "cost of the priced requests" : "cost"}</span>
+        <span class="label">{total.cost === null ? "cost (nothing priced)" : total.unpriced_requests ? "cost of the priced requests" : "cost"}</span>
       </div>
       <div class="tile plain" data-total="requests"><span class="n">{n(total.requests)}</span><span class="label">model requests</span></div>
       <div class="tile plain" data-total="input"><span class="n">{n(total.input_tokens)}</span><span class="label">input tokens</span></div>
@@ -292,9 +292,11 @@ export function Spend({ route }) {
           <Totals answer={answer} />
           {answer.total.unpriced_requests > 0 && (
             <p class="card unpriced-note" role="note" id="unpriced-note">
-              {answer.total.unpriced_requests.toLocaleString()} of {answer.total.requests.toLocaleString()} requests
-              had no known price: the costs shown cover only the priced ones (marked ≥). An operator can price a
-              model with <code>TASKSERVICE_MODEL_PRICES</code>.
+              {answer.total.cost === null
+                ? "No request in this range has a known price: no cost can be shown (the chart counts tokens)."
+                : `${answer.total.unpriced_requests.toLocaleString()} of ${answer.total.requests.toLocaleString()} requests
+                  had no known price: the costs shown cover only the priced ones (marked ≥).`}{" "}
+              An operator can price a model with <code>TASKSERVICE_MODEL_PRICES</code>.
             </p>
           )}
           {answer.total.requests === 0 ? (
