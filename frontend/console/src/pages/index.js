@@ -3,6 +3,7 @@
 import { Runs } from "./runs.jsx";
 import { Overview } from "./overview.jsx";
 import { Schedules } from "./schedules.jsx";
+import { Spend } from "./spend.jsx";
 import { NewTask } from "./new.jsx";
 import { Webhooks } from "./webhooks.jsx";
 import { Agents } from "./agents.jsx";
@@ -11,6 +12,7 @@ import { Keys } from "./keys.jsx";
 export const PAGES = [
   { path: "runs", nav: "Runs", view: Runs },
   { path: "overview", nav: "Overview", view: Overview },
+  { path: "spend", nav: "Spend", view: Spend },
   { path: "schedules", nav: "Schedules", view: Schedules },
   { path: "new", view: NewTask },
   { path: "webhooks", nav: "Webhooks", view: Webhooks },

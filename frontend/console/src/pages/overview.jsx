@@ -5,121 +5,27 @@
 // webhook outbox. Live: read again every few seconds and on every state change.
 
 import "./tenant.css";
-import uPlot from "uplot";
-import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, follow } from "../api.js";
+import { COUNTS, Chart, axis, bar, colour, line, shown, stack, upFrom0 } from "../charts.jsx";
 import { Failure, dateTime, span } from "../ui.jsx";
 
 const MINUTES = 30; // the window of the charts and of the finished figures
 const EVERY_MS = 5000;
-const HEIGHT = 190;
-const DARK = "(prefers-color-scheme: dark)";
 const OUTCOMES = ["completed", "failed", "cancelled"];
 
 // -- charts --------------------------------------------------------------------------
 
-// The stylesheet's colours by name: `colour("completed")` is `var(--completed)`.
-function colour(name) {
-  return getComputedStyle(document.documentElement).getPropertyValue(`--${name}`).trim() || "#888";
-}
-
-function useScheme() {
-  const [dark, setDark] = useState(() => matchMedia(DARK).matches);
-  useEffect(() => {
-    const scheme = matchMedia(DARK);
-    const changed = () => setDark(scheme.matches);
-    scheme.addEventListener("change", changed);
-    return () => scheme.removeEventListener("change", changed);
-  }, []);
-  return dark;
-}
-
-// An axis in the page's colours; `label` names its unit.
-function axis(extra = {}) {
-  return {
-    stroke: colour("muted"),
-    grid: { stroke: colour("line"), width: 1 },
-    ticks: { stroke: colour("line"), width: 1 },
-    font: "11px system-ui, sans-serif",
-    labelFont: "11px system-ui, sans-serif",
-    ...extra,
-  };
-}
-
-// A line in a colour of the stylesheet.
-function line(label, name, extra = {}) {
-  const stroke = colour(name);
-  return { label, stroke, width: 2, points: { show: true, size: 5, fill: stroke }, ...extra };
-}
-
-const COUNTS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
 const halfMinuteEachSide = (_u, min, max) => [min - 30, max + 30];
-const upFrom0 = (_u, _min, max) => [0, Math.max(1, max || 0) * 1.15];
-const shown = (format) => (_u, value) => (value === null || value === undefined ? "–" : format(value));
 
-// A uPlot chart that fills its card's width and follows it as the window resizes, in
-// the page's colours (light or dark). `options()`: uPlot's options but the size;
-// `data`: uPlot's columns, the first the times in seconds. Each axis's tick labels,
-// drawn on the canvas, are also written on its element (`data-ticks`).
-function Chart({ options, data, label }) {
-  const box = useRef(null);
-  const plot = useRef(null);
-  const dark = useScheme();
-  useEffect(() => {
-    const element = box.current;
-    const made = options();
-    const record = (u) => {
-      const divs = u.root.querySelectorAll(".u-axis");
-      u.axes.forEach((one, i) => {
-        if (!divs[i]) return;
-        divs[i].dataset.axis = one.scale === "x" ? "x" : "y";
-        divs[i].dataset.ticks = (one._values || []).filter((v) => v !== null && v !== "").join(" | ");
-      });
-    };
-    const u = new uPlot(
-      { ...made, width: Math.max(100, element.clientWidth), height: HEIGHT, hooks: { draw: [record] } },
-      data,
-      element,
-    );
-    plot.current = u;
-    const resized = new ResizeObserver(() => {
-      const width = element.clientWidth;
-      if (width && Math.abs(width - u.width) > 1) u.setSize({ width, height: HEIGHT });
-    });
-    resized.observe(element);
-    return () => {
-      resized.disconnect();
-      u.destroy();
-      plot.current = null;
-    };
-  }, [dark]);
-  useEffect(() => {
-    if (plot.current) plot.current.setData(data);
-  }, [data]);
-  return <div class="chart" ref={box} role="img" aria-label={label} />;
-}
-
-// Throughput as stacked bars: each outcome's bar drawn over the sum of those under
-// it (uPlot paints series in order: the total first, completed last, on top); the
-// legend tells each outcome's own count.
+// Throughput as stacked bars (completed at the bottom); the legend tells each
+// outcome's own count.
 const STACKED = ["cancelled", "failed", "completed"];
 let finishedCounts = {};
 const throughputOptions = () => ({
   scales: { x: { time: true, range: halfMinuteEachSide }, y: { range: upFrom0 } },
   axes: [axis(), axis({ label: "tasks / min", size: 48, incrs: COUNTS })],
-  series: [
-    {},
-    ...STACKED.map((state) => ({
-      label: state,
-      stroke: colour(state),
-      fill: colour(state),
-      width: 0,
-      points: { show: false },
-      paths: uPlot.paths.bars({ size: [0.7, 40] }),
-      value: (_u, value, _series, i) =>
-        value === null || i === null || i === undefined ? "–" : `${finishedCounts[state]?.[i] ?? 0}/min`,
-    })),
-  ],
+  series: [{}, ...STACKED.map((state) => bar(state, colour(state), (i) => `${finishedCounts[state]?.[i] ?? 0}/min`))],
 });
 
 const latencyOptions = () => ({
@@ -176,9 +82,8 @@ function perMinute(overview) {
     }
   }
   finishedCounts = counts;
-  const sum = (states) => times.map((_, i) => states.reduce((total, state) => total + counts[state][i], 0));
   return {
-    throughput: [times, sum(OUTCOMES), sum(["completed", "failed"]), counts.completed],
+    throughput: [times, ...stack([...STACKED].reverse().map((state) => counts[state]))],
     latency: [times, p50, p95],
     finished: Object.fromEntries(OUTCOMES.map((state) => [state, counts[state].reduce((a, b) => a + b, 0)])),
   };

@@ -3,6 +3,7 @@
 
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, follow, query } from "../api.js";
+import { Cost } from "../money.jsx";
 import { href, navigate } from "../router.js";
 import { Ago, Duration, Empty, Failure, STATES, StateBadge, TERMINAL, short, useLoad, shortId } from "../ui.jsx";
 import { Run } from "./run.jsx";
@@ -289,7 +290,7 @@ export function RunTable({ tasks, fresh = new Set() }) {
         <thead>
           <tr>
             <th>task</th><th>state</th><th>agent</th><th class="wide">input</th>
-            <th>created</th><th>duration</th><th>finished</th>
+            <th>created</th><th>duration</th><th>finished</th><th class="num">cost</th>
           </tr>
         </thead>
         <tbody>
@@ -311,6 +312,7 @@ export function RunTable({ tasks, fresh = new Set() }) {
               <td><Ago iso={task.created_at} /></td>
               <td><Duration task={task} /></td>
               <td>{task.finished_at ? <Ago iso={task.finished_at} /> : ""}</td>
+              <td class="num cost-cell"><Cost usage={task.usage} /></td>
             </tr>
           ))}
         </tbody>

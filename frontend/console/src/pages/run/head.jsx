@@ -1,6 +1,7 @@
 // The run's head: who it is, where it stands, what it cost, when it ran.
 
 import { useState } from "preact/hooks";
+import { Cost } from "../../money.jsx";
 import { href } from "../../router.js";
 import { Ago, Content, Duration, StateBadge, TERMINAL, between, dateTime, span } from "../../ui.jsx";
 
@@ -57,6 +58,23 @@ function Usage({ usage }) {
   );
 }
 
+// What it cost, and, for a parent, what it and every task under it cost together
+// (`usage.subtree`, read with the task).
+function Spent({ usage }) {
+  const subtree = usage?.subtree;
+  return (
+    <>
+      <Cost usage={usage} />
+      {subtree && (
+        <span class="subtree" id="subtree-cost">
+          {" "}· with subtasks: <Cost usage={subtree} />{" "}
+          <span class="muted">({(subtree.tasks ?? 0).toLocaleString()} {subtree.tasks === 1 ? "task" : "tasks"})</span>
+        </span>
+      )}
+    </>
+  );
+}
+
 export function RunHead({ task, progress }) {
   const { attempts, lost } = attemptsText(task);
   const future = task.run_at && new Date(task.run_at) > Date.now();
@@ -107,6 +125,7 @@ export function RunHead({ task, progress }) {
         {task.finished_at && <div><dt>finished</dt><dd><At iso={task.finished_at} /></dd></div>}
         {task.started_at && <div><dt>{TERMINAL.has(task.state) ? "ran" : "so far"}</dt><dd><Duration task={task} /></dd></div>}
         <div><dt>usage</dt><dd><Usage usage={task.usage} /></dd></div>
+        <div><dt>cost</dt><dd id="run-cost"><Spent usage={task.usage} /></dd></div>
       </dl>
       {progress && !TERMINAL.has(task.state) && (
         <div class="progress-row">

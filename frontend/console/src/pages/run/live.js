@@ -57,6 +57,11 @@ async function webhookUrls(taskId, deliveries, known) {
   return urls;
 }
 
+// `usage` (the task's own, from an event or a snapshot) with the subtree figure the
+// task shown has, until a read brings a new one.
+const withSubtree = (usage, shown) =>
+  usage && !usage.subtree && shown?.usage?.subtree ? { ...usage, subtree: shown.usage.subtree } : usage;
+
 export function useRun(id) {
   const [task, setTask] = useState(null);
   const [error, setError] = useState(null);
@@ -76,7 +81,7 @@ export function useRun(id) {
     let stream = null;
     let children = null;
     const timers = [];
-    const known = { position: -1, urls: {}, seqs: new Set() };
+    const known = { position: -1, urls: {}, seqs: new Set(), subtree: false };
     setTask(null);
     setError(null);
     setEvents([]);
@@ -89,7 +94,13 @@ export function useRun(id) {
     setWriting(null);
 
     const failed = (failure) => current && console.warn(failure); // eslint-disable-line no-console
-    const loadTask = debounce(() => api.get(`/v1/tasks/${id}`).then((found) => current && setTask(found), failed), 50);
+    // The task as read (GET): its usage's subtree figure, which only that read has,
+    // is kept through the snapshots and `usage` events that show the rest.
+    const read = (found) => {
+      known.subtree = Boolean(found.usage?.subtree);
+      setTask(found);
+    };
+    const loadTask = debounce(() => api.get(`/v1/tasks/${id}`).then((found) => current && read(found), failed), 50);
     const loadMessages = debounce(async () => {
       const fresh = await allAfter(`/v1/tasks/${id}/messages`, "messages", known.position, (p) => p.next_after)
         .catch(() => []);
@@ -122,7 +133,7 @@ export function useRun(id) {
     loaders.current = { loadTask, loadMessages, loadCalls, loadSubtasks, loadDeliveries, deliveriesSoon };
 
     const handlers = {
-      snapshot: (snapshot) => current && setTask(snapshot),
+      snapshot: (snapshot) => current && setTask((shown) => ({ ...snapshot, usage: withSubtree(snapshot.usage, shown) })),
       delta: (delta) => {
         if (delta.position <= known.position) return;
         setWriting((live) => {
@@ -158,7 +169,10 @@ export function useRun(id) {
           loadCalls();
           loadSubtasks();
         } else if (type === "progress") setProgress(event.data);
-        else if (type === "usage") setTask((t) => (t ? { ...t, usage: event.data } : t));
+        else if (type === "usage") {
+          setTask((t) => (t ? { ...t, usage: withSubtree(event.data, t) } : t));
+          if (known.subtree) loadTask(); // the subtree's figure grew too
+        }
         else if (type === "approval") {
           loadTask();
           loadCalls();
@@ -169,11 +183,15 @@ export function useRun(id) {
     api.get(`/v1/tasks/${id}`).then(
       (found) => {
         if (!current) return;
-        setTask(found);
+        read(found);
         stream = follow(`/v1/tasks/${id}/events?stream=true`, id, handlers);
         // Its subtasks' state changes, for the tree.
         children = follow(`/v1/events${query({ type: "state_change", parent_id: id })}`, null, {
-          state_change: () => current && loadSubtasks(),
+          state_change: () => {
+            if (!current) return;
+            loadSubtasks();
+            loadTask(); // the subtree's figure
+          },
         });
         loadMessages();
         loadCalls();

@@ -2,6 +2,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { api, query } from "../../api.js";
+import { Cost } from "../../money.jsx";
 import { Ago, ConfirmButton, Duration, StateBadge, dateTime, short, shortId } from "../../ui.jsx";
 
 function Tree({ nodes, at = false }) {
@@ -11,7 +12,7 @@ function Tree({ nodes, at = false }) {
         <li key={task.id} data-task={task.id}>
           <StateBadge task={task} /> <a class="mono" href={`#/runs/${task.id}`} title={task.id}>{shortId(task.id)}</a>{" "}
           {at && task.forked_from && <span class="muted">at #{task.forked_from.at} · </span>}
-          <span class="muted">{task.agent.profile} · <Duration task={task} /></span>{" "}
+          <span class="muted">{task.agent.profile} · <Duration task={task} /> · <Cost usage={task.usage} /></span>{" "}
           <span class="input">{short(task.input, 70)}</span>
           {children.length > 0 && <Tree nodes={children} at={at} />}
         </li>
