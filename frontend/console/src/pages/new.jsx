@@ -1,11 +1,13 @@
 // New task: an agent (from /v1/agents), the input (text, or a JSON object when it
 // parses as one: the form says which), and what else a submit may say; on 201 the
-// task's page, on an error the API's own words beside the form. The task template's
-// fields (`TaskFields`, `template`) are the schedules page's too.
+// task's page, on an error the API's own words beside the form (a refusal for a spent
+// budget says when to try again). The task template's fields (`TaskFields`,
+// `template`) are the schedules page's too.
 
 import "./tenant.css";
 import { useState } from "preact/hooks";
 import { api } from "../api.js";
+import { Until } from "../budget.jsx";
 import { href, navigate } from "../router.js";
 import { useAction, useLoad } from "../ui.jsx";
 
@@ -39,7 +41,8 @@ export function template(form) {
   const field = (name) => (form.elements[name] ? form.elements[name].value.trim() : "");
   const body = { input: parseInput(form.elements.input.value) };
   for (const name of ["agent", "model", "system_prompt", "context_id"]) if (field(name)) body[name] = field(name);
-  for (const name of ["priority", "max_attempts", "timeout_seconds"]) if (field(name)) body[name] = Number(field(name));
+  for (const name of ["priority", "max_attempts", "timeout_seconds", "max_tokens"]) if (field(name)) body[name] = Number(field(name));
+  if (field("max_cost")) body.max_cost = field("max_cost"); // a decimal string: kept exact
   if (field("metadata")) body.metadata = jsonObject(field("metadata"), "metadata");
   return body;
 }
@@ -85,6 +88,15 @@ export function TaskFields({ agents, agent = "" }) {
         max attempts
         <input name="max_attempts" type="number" step="1" placeholder="the service's" inputmode="numeric" />
       </label>
+      <label>
+        max cost (optional, USD)
+        <input name="max_cost" inputmode="decimal" autocomplete="off" pattern="[0-9]*[.]?[0-9]+"
+          placeholder="the profile's" />
+      </label>
+      <label>
+        max tokens (optional)
+        <input name="max_tokens" type="number" min="1" step="1" inputmode="numeric" placeholder="the profile's" />
+      </label>
       <label class="full">
         input
         <textarea name="input" required rows={5} value={input} onInput={(event) => setInput(event.currentTarget.value)}
@@ -103,10 +115,24 @@ export function TaskFields({ agents, agent = "" }) {
   );
 }
 
-// An error from the API (problem+json: its detail) or from the form itself.
+// An error from the API (problem+json: its detail) or from the form itself; a refusal
+// to be tried again later (a 429: a spent budget, a rate limit) says when.
 export function FormError({ error }) {
   if (!error) return null;
-  return <p class="error form-error" role="alert">{error.message || String(error)}</p>;
+  const wait = error.status === 429 ? Number(error.problem?.retry_after) : NaN;
+  const spent = String(error.problem?.type ?? "").endsWith("/budget-exhausted");
+  const text = error.message || String(error);
+  return (
+    <p class="error form-error" role="alert" data-status={error.status}>
+      {spent && <strong>Budget exhausted: </strong>}
+      {text}
+      {Number.isFinite(wait) && (
+        <span class="retry">
+          {/[.!?]$/.test(text) ? "" : "."} Try again after <Until at={new Date(Date.now() + wait * 1000)} />.
+        </span>
+      )}
+    </p>
+  );
 }
 
 export function NewTask({ route }) {

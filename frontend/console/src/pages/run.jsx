@@ -27,7 +27,7 @@ export function Run({ id }) {
   const { loadDeliveries, deliveriesSoon } = run.loaders.current;
   return (
     <section class="run">
-      <RunHead task={task} progress={run.progress} />
+      <RunHead task={task} progress={run.progress} messages={run.messages} />
       <RunControls task={task} messages={run.messages} onTask={(fresh) => fresh && run.setTask(fresh)} />
       <div class="run-columns">
         <div class="run-main">

@@ -2,11 +2,14 @@
 // `GET /v1/usage`: the totals, a bar per day (split by agent profile or model), and
 // tables by agent profile and by model, each with its total. Requests nobody could
 // price are flagged, never counted as free; with nothing priced in the range the
-// chart shows tokens. The range, the split and the filters live in the URL.
+// chart shows tokens. The range, the split and the filters live in the URL. Above
+// them, the tenant's budget when it has one (`GET /v1/budget`): what it spent of each
+// limit this period, when the period ends, and whether new tasks are refused.
 
 import "./tenant.css";
 import uPlot from "uplot";
 import { api, query } from "../api.js";
+import { BudgetMeter, PERIODS, Until, periodEnd } from "../budget.jsx";
 import { Chart, axis, bar, colour, stack } from "../charts.jsx";
 import { Cost, costOf, money } from "../money.jsx";
 import { href, navigate } from "../router.js";
@@ -208,6 +211,44 @@ function SpendTable({ answer, by, title, params }) {
   );
 }
 
+// -- the budget ------------------------------------------------------------------------
+
+// The tenant's budget this period: a meter per limit, when it starts afresh, who set
+// it; nothing when the tenant has none.
+function TenantBudget() {
+  const { data, error } = useLoad(() => api.get("/v1/budget"), []);
+  if (error) return <Failure error={error} />;
+  const budget = data?.budget;
+  if (!budget) return null;
+  const ends = budget.period_end ? new Date(budget.period_end) : periodEnd(budget.period);
+  const per = PERIODS[budget.period] ?? budget.period;
+  return (
+    <section class="card budget-card" id="budget" data-period={budget.period} data-exhausted={String(budget.exhausted)}>
+      <h2>{per[0].toUpperCase() + per.slice(1)} budget</h2>
+      {budget.max_cost !== null && (
+        <BudgetMeter name="max_cost" label="cost" spent={budget.spent_cost} limit={budget.max_cost} />
+      )}
+      {budget.max_tokens !== null && (
+        <BudgetMeter name="max_tokens" label="tokens" spent={budget.spent_tokens} limit={budget.max_tokens} />
+      )}
+      {budget.exhausted ? (
+        <p class="budget-exhausted" role="alert" id="budget-exhausted">
+          Exhausted: new tasks are refused until <Until at={ends} />.
+        </p>
+      ) : (
+        <p class="muted period" id="budget-period">
+          Spent this {budget.period === "month" ? "month" : "day"} (UTC); it starts afresh at <Until at={ends} />.
+        </p>
+      )}
+      <p class="muted source">
+        {budget.source === "admin"
+          ? <>Set for this tenant by an operator{budget.set_by ? <> (<span class="mono">{budget.set_by}</span>)</> : null}.</>
+          : "The service's default budget for every tenant."}
+      </p>
+    </section>
+  );
+}
+
 // -- the page --------------------------------------------------------------------------
 
 function Controls({ params, want }) {
@@ -284,6 +325,7 @@ export function Spend({ route }) {
         <h1>Spend</h1>
         {answer && <span class="muted range" id="spend-range">{answer.from} to {answer.to} (UTC)</span>}
       </div>
+      <TenantBudget />
       <Controls params={params} want={want} />
       <Failure error={error} />
       {!data && !error && <p class="muted">Loading…</p>}

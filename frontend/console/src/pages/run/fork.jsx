@@ -1,9 +1,12 @@
 // Forks: a new run from a step of this one's conversation (POST /v1/tasks/{id}/fork).
 // The positions a fork may take follow the server's rule (domain/forks.py), so that
 // each message offers only what works; the server checks again and says why not.
+// Every fork may be given a budget of its own (`max_cost`, `max_tokens`): a run that
+// ran out of its budget goes on in a fork with a larger one.
 
 import { useRef, useState } from "preact/hooks";
 import { api } from "../../api.js";
+import { budgetText } from "../../budget.jsx";
 import { href, navigate } from "../../router.js";
 import { shortId } from "../../ui.jsx";
 
@@ -57,9 +60,32 @@ export function userText(message) {
   return typeof prompt.content === "string" ? prompt.content : JSON.stringify(prompt.content);
 }
 
+// The fork's budget fields (the dialog fills them as it opens); empty: the source's.
+function BudgetFields({ task }) {
+  const now = budgetText(task);
+  return (
+    <fieldset class="fork-budget">
+      <legend>budget (optional)</legend>
+      <label>
+        max cost (USD)
+        <input name="max_cost" inputmode="decimal" autocomplete="off" pattern="[0-9]*[.]?[0-9]+"
+          placeholder={task.max_cost ?? "none"} />
+      </label>
+      <label>
+        max tokens
+        <input name="max_tokens" type="number" min="1" step="1" inputmode="numeric" placeholder={task.max_tokens ?? "none"} />
+      </label>
+      <p class="hint">
+        Empty: this run's ({now || "none"}). A fork's spend starts at zero.
+      </p>
+    </fieldset>
+  );
+}
+
 // A button that opens the fork dialog: `at` (null: the end of the ledger), the text it
-// starts with, whether a text is needed, and what the dialog says it does.
-export function ForkButton({ task, at, label, title, text = "", needs = "optional", explain, ...rest }) {
+// starts with, whether a text is needed, what the dialog says it does, and the budget
+// its fields start with (`{max_cost, max_tokens}`, as text; unset: empty).
+export function ForkButton({ task, at, label, title, text = "", needs = "optional", explain, budget = {}, ...rest }) {
   const dialog = useRef(null);
   const input = useRef(null);
   const [error, setError] = useState(null);
@@ -76,6 +102,11 @@ export function ForkButton({ task, at, label, title, text = "", needs = "optiona
     try {
       const body = at === null ? {} : { at };
       if (message.trim()) body.input = message;
+      const fields = event.currentTarget.elements;
+      const cost = fields.max_cost.value.trim();
+      const most = fields.max_tokens.value.trim();
+      if (cost) body.max_cost = cost; // a decimal string: kept exact
+      if (most) body.max_tokens = Number(most);
       const made = await api.post(`/v1/tasks/${task.id}/fork`, body);
       dialog.current.close();
       navigate(href(["runs", made.id]));
@@ -88,6 +119,9 @@ export function ForkButton({ task, at, label, title, text = "", needs = "optiona
   function open() {
     setError(null);
     input.current.value = text;
+    const fields = input.current.form.elements;
+    fields.max_cost.value = budget.max_cost ?? "";
+    fields.max_tokens.value = budget.max_tokens ?? "";
     dialog.current.showModal();
   }
   return (
@@ -104,6 +138,7 @@ export function ForkButton({ task, at, label, title, text = "", needs = "optiona
             {needs === "text" ? "your message (needed here)" : "a message to add (optional)"}
             <textarea name="input" ref={input} rows={4} maxLength={100000} />
           </label>
+          <BudgetFields task={task} />
           {error && <p class="error" role="alert">{error}</p>}
           <div class="buttons">
             <button type="button" onClick={() => dialog.current.close()}>Keep it</button>

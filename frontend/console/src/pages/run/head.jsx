@@ -1,9 +1,11 @@
-// The run's head: who it is, where it stands, what it cost, when it ran.
+// The run's head: who it is, where it stands, what it cost against its budget, when
+// it ran.
 
 import { useState } from "preact/hooks";
 import { Cost } from "../../money.jsx";
 import { href } from "../../router.js";
 import { Ago, Content, Duration, StateBadge, TERMINAL, between, dateTime, span } from "../../ui.jsx";
+import { BudgetStop, RunBudget } from "./budget.jsx";
 
 function CopyId({ id }) {
   const [copied, setCopied] = useState(false);
@@ -75,7 +77,7 @@ function Spent({ usage }) {
   );
 }
 
-export function RunHead({ task, progress }) {
+export function RunHead({ task, progress, messages = [] }) {
   const { attempts, lost } = attemptsText(task);
   const future = task.run_at && new Date(task.run_at) > Date.now();
   const error = task.error;
@@ -126,6 +128,7 @@ export function RunHead({ task, progress }) {
         {task.started_at && <div><dt>{TERMINAL.has(task.state) ? "ran" : "so far"}</dt><dd><Duration task={task} /></dd></div>}
         <div><dt>usage</dt><dd><Usage usage={task.usage} /></dd></div>
         <div><dt>cost</dt><dd id="run-cost"><Spent usage={task.usage} /></dd></div>
+        <RunBudget task={task} />
       </dl>
       {progress && !TERMINAL.has(task.state) && (
         <div class="progress-row">
@@ -138,6 +141,7 @@ export function RunHead({ task, progress }) {
           <strong class="mono">{error.code || error.type || "error"}</strong>{" "}
           {error.message || ""}
           {!error.message && <Content value={error} />}
+          <BudgetStop task={task} messages={messages} />
         </div>
       )}
       {task.paused && !TERMINAL.has(task.state) && <Paused task={task} />}
