@@ -7,14 +7,17 @@ Two `taskservice serve --no-workers`, one per database, answer the HTTP reads: g
 task, list (newest, by state, by agent, by context, a second page through the cursor,
 by a profile and by a creation window whose tasks are the oldest of all), an event
 page, a task stream resumed with `Last-Event-ID` (to its first event), the firehose
-resumed with `after` (to its first event). Measured in this process: a claim (one
+resumed with `after` (to its first event), the tenant's spend of the last 30 days
+by profile, by day and model, and by context (`/v1/usage`, from the rollup the
+filled tasks' usage is summed into). Measured in this process: a claim (one
 pending task, `LeaseStore.claim`) and a retention batch (`db/retention`, dry run).
 Each case runs on both databases in turn, round by round (ABAB…), so that whatever
 else the machine does (a checkpoint, autovacuum after the fill) weighs on both alike.
 
 The fill runs with `session_replication_role = replica`: no trigger fires (no
-NOTIFY, no webhook outbox rows for ten million historical events), as a restore
-would. The probe tasks belong to tenant `default`, like the requests; the filler to
+NOTIFY, no webhook outbox rows for ten million historical events, no spend rollup
+row by row: it is summed once after, each task's on the day it was created), as a
+restore would. The probe tasks belong to tenant `default`, like the requests; the filler to
 20 other tenants and to `default` alike (a tenth), so that per-tenant indexes are
 exercised with their neighbours.
 
@@ -66,13 +69,16 @@ _UUID7 = """(lpad(to_hex((extract(epoch FROM {ts}) * 1000)::bigint), 12, '0')
 FILL_TASKS = f"""
 INSERT INTO tasks (id, tenant, state, input, agent, metadata, max_attempts, attempt,
                    event_seq, created_at, updated_at, status_at, started_at, finished_at,
-                   result, context_id)
+                   result, context_id, usage)
 SELECT {_UUID7.format(ts="ts")},
        CASE WHEN n % 10 = 0 THEN 'default' ELSE 'tenant' || (n % 20) END,
        CASE WHEN n % 100 = 0 THEN 'failed' ELSE 'completed' END,
        to_jsonb('historical task ' || n), CAST($1 AS jsonb),
        jsonb_build_object('n', n), 3, 1, $2, ts, ts, ts, ts, ts + interval '2 seconds',
-       to_jsonb('done'::text), 'ctx-' || (n % 5000)
+       to_jsonb('done'::text), 'ctx-' || (n % 5000),
+       jsonb_build_object('input_tokens', 1000 + n % 500, 'output_tokens', 100 + n % 50,
+                          'requests', 1 + n % 3, 'cost', (n % 97) / 100000.0,
+                          'currency', 'USD', 'unpriced_requests', 0)
 FROM (SELECT n, now() - interval '30 days' + n * interval '2 seconds' AS ts
       FROM generate_series(1, $3) AS n) AS s
 """
@@ -96,6 +102,29 @@ SELECT t.id, t.tenant, s,
 FROM tasks t CROSS JOIN generate_series(1, $1) AS s
 WHERE t.metadata ? 'n'
 """
+
+
+# The spend rollup the `tasks` trigger keeps (off during the fill, as in a restore):
+# the filled tasks' usage, each on the day it was created.
+_ROLLUP = """
+INSERT INTO {table} (tenant, day, {context} agent, model, input_tokens, output_tokens,
+                     requests, cost, unpriced_requests)
+SELECT t.tenant, (t.created_at AT TIME ZONE 'UTC')::date, {context_of} t.agent->>'profile',
+       p.model, sum(p.input_tokens), sum(p.output_tokens), sum(p.requests), sum(p.cost),
+       sum(p.unpriced_requests)
+FROM tasks t, taskservice_usage_parts(t.usage, t.agent->>'model') p
+WHERE t.metadata ? 'n'
+GROUP BY 1, 2, {groups}
+"""
+FILL_USAGE = [
+    _ROLLUP.format(table="usage_daily", context="", context_of="", groups="3, 4"),
+    _ROLLUP.format(
+        table="usage_contexts",
+        context="context_id,",
+        context_of="coalesce(t.context_id, ''),",
+        groups="3, 4, 5",
+    ),
+]
 
 
 def quantiles(samples: list[float]) -> tuple[float, float]:
@@ -185,6 +214,11 @@ async def cases_for(side: Side, client: httpx.AsyncClient) -> dict[str, Action]:
             params={"after": resume_after},
             headers={"Accept": "text/event-stream"},
         ),
+        # A tenant's spend over 30 days, from the rollup: by profile (usage_daily), by
+        # day and model, and by context (usage_contexts: a row per context and day).
+        "usage by agent": lambda: ok("/v1/usage", group_by="agent"),
+        "usage by day, model": lambda: ok("/v1/usage", group_by=["day", "model"]),
+        "usage by context": lambda: ok("/v1/usage", group_by="context"),
         "claim": claim,
         "retention batch (dry)": batch,
     }
@@ -246,9 +280,13 @@ async def fill(url: str, tasks: int, events_per_task: int) -> None:
         await raw.execute("SET session_replication_role = replica")
         await raw.execute(FILL_TASKS, AGENT, events_per_task, tasks)
         await raw.execute(FILL_EVENTS, events_per_task)
+        for statement in FILL_USAGE:
+            await raw.execute(statement)
         await raw.execute("SET session_replication_role = origin")
         await raw.execute("VACUUM ANALYZE tasks")
         await raw.execute("VACUUM ANALYZE task_events")
+        await raw.execute("VACUUM ANALYZE usage_daily")
+        await raw.execute("VACUUM ANALYZE usage_contexts")
         await raw.execute("CHECKPOINT")  # its writes are not measured with the reads
     finally:
         await raw.close()
