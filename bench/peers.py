@@ -259,21 +259,39 @@ def wrk_load(
     return rate * (1 - bad / max(1, int(out.split(" requests in ")[0].split()[-1]))), bad, used
 
 
-def _cpu_now(serve_pid: int) -> tuple[float, float]:
-    """CPU seconds so far of taskservice's processes and of PostgreSQL's."""
-    return cpu_seconds(serve_pid), postgres_cpu_seconds()
+def service_cpu(serve_pid: int, database: str | None = None) -> tuple[float, float]:
+    """CPU seconds so far of taskservice's processes and of PostgreSQL's (`database`:
+    only the backends connected to it)."""
+    return cpu_seconds(serve_pid), postgres_cpu_seconds(database)
 
 
-def postgres_cpu_seconds() -> float:
+def postgres_cpu_seconds(database: str | None = None) -> float:
     """The CPU time so far of this machine's PostgreSQL processes (the bench's
-    database server is local: the machine's own, or the embedded one)."""
+    database server is local: the machine's own, or the embedded one); `database`:
+    only the backends connected to it (their title names it), leaving out other
+    databases' and the server's shared processes (WAL writer, checkpointer)."""
     total = 0.0
-    for process in psutil.process_iter(["name"]):
-        if (process.info["name"] or "").startswith("postgres"):
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                times = process.cpu_times()
-                total += times.user + times.system
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if not (process.info["name"] or "").startswith("postgres"):
+            continue
+        if database is not None and f" {database} " not in " ".join(process.info["cmdline"] or []):
+            continue
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            times = process.cpu_times()
+            total += times.user + times.system
     return total
+
+
+def taskservice_env(url: str, model_delay_ms: float) -> dict[str, str]:
+    """The environment of taskservice serving the echo agent on database `url`."""
+    return {
+        "PYTHONPATH": str(HERE),
+        "BENCH_MODEL_DELAY_MS": str(model_delay_ms),
+        "TASKSERVICE_DATABASE_URL": url,
+        "TASKSERVICE_PLUGINS": "peer_agent",
+        "TASKSERVICE_DEFAULT_MODEL": "echo",
+        "TASKSERVICE_ALLOWED_MODELS": "echo",
+    }
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -282,13 +300,7 @@ async def run(args: argparse.Namespace) -> None:
     ours_port, theirs_port = free_port(), free_port()
     ours = start_serve(
         ours_port,
-        {
-            **env,
-            "TASKSERVICE_DATABASE_URL": url,
-            "TASKSERVICE_PLUGINS": "peer_agent",
-            "TASKSERVICE_DEFAULT_MODEL": "echo",
-            "TASKSERVICE_ALLOWED_MODELS": "echo",
-        },
+        taskservice_env(url, args.model_delay_ms),
         "--no-webhooks",
         processes=args.processes,
     )
@@ -309,7 +321,7 @@ async def run(args: argparse.Namespace) -> None:
             for name in order:
                 base, once = servers[name]
                 if args.client == "wrk":
-                    cpu = partial(_cpu_now, ours.pid) if name == "taskservice" else None
+                    cpu = partial(service_cpu, ours.pid) if name == "taskservice" else None
                     rate, failed, used = wrk_load(
                         base, scripts[name], args.connections, args.seconds, cpu
                     )
