@@ -81,6 +81,16 @@ class Refused:
     budget: BudgetState
 
 
+# A budget's row is every request's of its tenant (or profile): the two statements a
+# request makes commit without waiting for the WAL's flush (the transaction's own
+# setting, made by the statement itself), so that the row is locked for the
+# statement and not also for a disk write. Should PostgreSQL crash, the budget may
+# miss what the last moments before it reserved and settled (never more than
+# `wal_writer_delay`, 200 ms by default, of them), and a request may be let through
+# that that would have been counted against; the tasks' own usage and the spend
+# rollup are written by the ledger's statements, which wait for the flush.
+_ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
+
 # The row's current period: its start, and its end (a new period once passed).
 _PERIOD_START = "(date_trunc({p}, now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
 _STATE = f"""key, tenant, period, max_cost, max_tokens, spent_cost, spent_tokens, exhausted,
@@ -125,7 +135,7 @@ spent AS (
     FROM c WHERE s.key = c.key
     RETURNING s.key, s.period_start
 )
-SELECT (SELECT key FROM refused) AS refused,
+SELECT (SELECT key FROM refused) AS refused, {_ASYNC_COMMIT} AS async_commit,
        coalesce(array_agg(key ORDER BY key), '{{}}') AS keys,
        coalesce(array_agg(period_start ORDER BY key), '{{}}') AS starts
 FROM spent
@@ -137,13 +147,14 @@ FROM spent
 
 # The real figure in place of what was reserved, in the period it was reserved in.
 _SETTLE = text_statement(
-    """
+    f"""
 UPDATE spend_budgets s SET
     spent_cost = greatest(s.spent_cost + :cost, 0),
     spent_tokens = greatest(s.spent_tokens + :tokens, 0),
     updated_at = now()
 FROM unnest(CAST(:keys AS text[]), CAST(:starts AS timestamptz[])) AS r(key, start)
 WHERE s.key = r.key AND s.period_start = r.start
+RETURNING {_ASYNC_COMMIT}
 """,
     keys=_KEYS,
     starts=ARRAY(_TZ),
