@@ -31,6 +31,7 @@ from taskservice.db.live import ASKED_CHANNEL, LiveStore
 from taskservice.db.notify import KEYS_CHANNEL
 from taskservice.db.retention import RetentionStore, retention_policy
 from taskservice.db.schedules import ScheduleStore
+from taskservice.db.spend_alerts import SpendAlertStore
 from taskservice.db.spend_budgets import SpendBudgetStore
 from taskservice.db.sql import Database
 from taskservice.db.steps import LedgerStore
@@ -56,6 +57,7 @@ from taskservice.worker.pool import WorkerPool
 from taskservice.worker.pruner import Pruner
 from taskservice.worker.reaper import Reaper
 from taskservice.worker.scheduler import Scheduler
+from taskservice.worker.spend_alerts import BudgetAlerts
 from taskservice.worker.webhook_dispatcher import Dispatcher, PushFormats
 
 if TYPE_CHECKING:  # loaded only where a profile delegates (`_delegator`)
@@ -406,9 +408,13 @@ class Runtime:
                     push_formats=push_formats,
                     tracing=tracing,
                 )
+            # Every process counts and logs the budget alerts it is first to see.
+            budget_alerts = BudgetAlerts(SpendAlertStore(storage.db), hub)
             following = await _Following.open(
                 stack, hub, storage, settings, auth=auth, workers=workers
             )
+            budget_alerts.start()
+            stack.push_async_callback(budget_alerts.stop)
             cases = _UseCases.make(storage, settings, catalog, following, tracing)
             await cases.spend.start()
             # Tasks for later become claimable when their time comes; schedules fire.

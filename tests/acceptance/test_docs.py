@@ -75,10 +75,12 @@ def stdout(ran: list[Ran], holding: str) -> str:
 
 
 def webhook_delivered(ran: list[Ran]) -> None:
-    said = ran[-1].stdout.splitlines()
+    said = stdout(ran, "receiver.py 1").splitlines()
     assert re.fullmatch(r"verified \S+: task\.completed", said[0]), said
     assert re.fullmatch(r"  task [0-9a-f-]{36} completed: .+", said[1]), said
     assert said[2] == "completed succeeded [204]", said
+    budget = stdout(ran, '"states": ["budget.80", "budget.100"]')
+    assert budget == "['budget.80', 'budget.100']\n", budget
 
 
 def subtasks_cancelled(ran: list[Ran]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal, Self
@@ -19,7 +20,14 @@ from taskservice.domain.requests import TaskRequest
 from taskservice.domain.schedules import PRIORITY_MAX, PRIORITY_MIN
 from taskservice.domain.states import TaskState
 from taskservice.domain.views import TaskOut
-from taskservice.domain.webhooks import DEFAULT_STATES, Delivery, Subscription, WebhookRequest
+from taskservice.domain.webhooks import (
+    DEFAULT_STATES,
+    BudgetEvent,
+    Delivery,
+    Subscription,
+    WebhookEvent,
+    WebhookRequest,
+)
 
 NonEmptyText = Annotated[str, Field(min_length=1)]
 
@@ -29,7 +37,7 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class WebhookIn(Request):
+class _WebhookBase(Request):
     url: str = Field(
         min_length=1,
         max_length=2048,
@@ -38,11 +46,6 @@ class WebhookIn(Request):
         "unless the operator allows them.",
         examples=["https://alerts.example.com/hooks/taskservice"],
     )
-    states: list[TaskState] | None = Field(
-        default=None,
-        min_length=1,
-        description="States to be notified of; default input_required and the terminal ones.",
-    )
     secret: str | None = Field(
         default=None,
         max_length=200,
@@ -50,13 +53,30 @@ class WebhookIn(Request):
         "otherwise one is generated and shown in the response, once.",
     )
 
+    def _states(self) -> Sequence[WebhookEvent] | None:
+        raise NotImplementedError
+
     def request(self, filters: dict[str, Any] | None = None) -> WebhookRequest:
+        states = self._states()
         return WebhookRequest(
             url=self.url,
-            states=tuple(self.states) if self.states else DEFAULT_STATES,
+            states=tuple(states) if states else DEFAULT_STATES,
             secret=self.secret,
             filters=filters or {},
         )
+
+
+class WebhookIn(_WebhookBase):
+    """A task's own webhook: task states only."""
+
+    states: list[TaskState] | None = Field(
+        default=None,
+        min_length=1,
+        description="States to be notified of; default input_required and the terminal ones.",
+    )
+
+    def _states(self) -> Sequence[WebhookEvent] | None:
+        return self.states
 
 
 class WebhookFilters(Request):
@@ -69,15 +89,33 @@ class WebhookFilters(Request):
     )
 
 
-class WebhookCreate(WebhookIn):
-    filters: WebhookFilters | None = Field(
-        default=None, description="Tenant-wide webhooks: which tasks; all when absent."
+_EVENTS = (
+    "States to be notified of, for every task of the tenant (default input_required and "
+    "the terminal ones); and `budget.80`, `budget.100`: the tenant's spend budget reached "
+    "80% or 100% (once each per period; see the webhooks guide)."
+)
+
+
+class WebhookCreate(_WebhookBase):
+    """A tenant-wide webhook: task states and budget events."""
+
+    states: list[TaskState | BudgetEvent] | None = Field(
+        default=None, min_length=1, description=_EVENTS
     )
+    filters: WebhookFilters | None = Field(
+        default=None,
+        description="Which tasks (all when absent); budget events are not filtered.",
+    )
+
+    def _states(self) -> Sequence[WebhookEvent] | None:
+        return self.states
 
 
 class WebhookUpdate(Request):
     url: str | None = Field(default=None, min_length=1, max_length=2048)
-    states: list[TaskState] | None = Field(default=None, min_length=1)
+    states: list[TaskState | BudgetEvent] | None = Field(
+        default=None, min_length=1, description="Budget events: a tenant-wide webhook's only."
+    )
     filters: WebhookFilters | None = None
     enabled: bool | None = Field(
         default=None, description="true re-enables a disabled webhook and clears its failures."
@@ -97,7 +135,7 @@ class SecretRotation(Request):
 class WebhookOut(BaseModel):
     id: uuid.UUID
     url: str
-    states: list[TaskState]
+    states: list[TaskState | BudgetEvent]
     task_id: uuid.UUID | None = Field(description="Set for a task's own webhook.")
     filters: dict[str, Any]
     enabled: bool
@@ -120,7 +158,7 @@ class WebhookOut(BaseModel):
         return {
             "id": sub.id,
             "url": sub.url,
-            "states": [TaskState(s) for s in sub.states],
+            "states": [_event(s) for s in sub.states],
             "task_id": sub.task_id,
             "filters": sub.filters,
             "enabled": sub.enabled,
@@ -156,12 +194,19 @@ class AttemptOut(BaseModel):
     dispatcher: str
 
 
+def _event(value: str) -> TaskState | BudgetEvent:
+    return BudgetEvent(value) if value.startswith("budget.") else TaskState(value)
+
+
 class DeliveryOut(BaseModel):
     id: uuid.UUID = Field(description="Also the `webhook-id` header of every attempt.")
     webhook_id: uuid.UUID
-    task_id: uuid.UUID
-    state: TaskState
-    event_seq: int
+    task_id: uuid.UUID | None = Field(description="The task, for a task's state change.")
+    alert_id: int | None = Field(
+        default=None, description="The budget alert, for `budget.80` and `budget.100`."
+    )
+    state: TaskState | BudgetEvent = Field(description="The task's state, or the budget event.")
+    event_seq: int | None = Field(description="The state change's `seq` in the task's events.")
     occurred_at: datetime
     status: str = Field(description="pending, succeeded or failed.")
     attempts: int
@@ -179,7 +224,8 @@ class DeliveryOut(BaseModel):
             id=d.id,
             webhook_id=d.subscription_id,
             task_id=d.task_id,
-            state=TaskState(d.state),
+            alert_id=d.alert_id,
+            state=_event(d.state),
             event_seq=d.event_seq,
             occurred_at=d.occurred_at,
             status=d.status,

@@ -90,6 +90,13 @@ MODEL_THROTTLED = Counter(
     "refused one).",
     ["model", "reason"],
 )
+BUDGET_ALERTS = Counter(
+    _PREFIX + "budget_alerts",
+    "Spend budgets reaching a threshold (`80`, `100`: the limit, or a request refused "
+    "for want of room), once each per budget and period, by whose budget: `tenant` or "
+    "`agent` (a profile's). Each alert is counted by one process, the first to see it.",
+    ["scope", "threshold"],
+)
 WEBHOOK_ATTEMPTS = Counter(
     _PREFIX + "webhook_attempts",
     "Webhook delivery attempts: `delivered`, `retrying` (failed, another attempt is "

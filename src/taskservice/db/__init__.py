@@ -11,7 +11,8 @@
   statement in `claims`), `steps` (the step ledger: a run's messages, tool calls and
   events), `followups`, `live` (the live output of streaming runs),
   `webhook_subscriptions`, `webhook_outbox` and `webhook_deliveries`, `schedules`,
-  `budgets` (model rate limits), `retention`, `keys`, `overview` (a tenant at a
+  `budgets` (model rate limits), `spend_budgets` and `spend_alerts` (spend budgets
+  and their 80% and 100% alerts), `retention`, `keys`, `overview` (a tenant at a
   glance).
 
 What a write fires, besides its own rows: every INSERT into `task_events` runs two
@@ -19,6 +20,10 @@ triggers (see `notify`): `task_events_notify` NOTIFYs `taskservice_events`, and
 `task_events_webhook_outbox` writes the matching `webhook_deliveries` rows (with the
 task's snapshot) and NOTIFYs `taskservice_webhooks`. Every state change writes its
 event in the same statement, so it notifies and queues its webhooks atomically.
+Likewise a budget alert: the `spend_budgets` trigger writes it into `spend_alerts`
+and NOTIFYs `taskservice_spend`, and the `spend_alerts` trigger writes its
+`webhook_deliveries` rows (a tenant's budget only) and NOTIFYs `taskservice_webhooks`,
+in the statement that reached the threshold.
 """
 
 import asyncio

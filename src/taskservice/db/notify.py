@@ -13,7 +13,12 @@ that writes the row, so a notice exists exactly when its row committed.
   AFTER INSERT ON task_events (migrations 0004, 0005), which also writes the
   `webhook_deliveries` rows (the outbox, with the task's snapshot) for every
   subscription the state change matches; `db.webhook_subscriptions` sends it too when it makes a
-  delivery due by other means (a late registration, a redelivery).
+  delivery due by other means (a late registration, a redelivery). The
+  `spend_alerts` trigger sends it as well (migration 0028), with the deliveries of a
+  tenant's budget alert.
+- `taskservice_spend` (`db.spend_alerts.SPEND_CHANNEL`): the `spend_budgets` trigger
+  (migration 0026), payload the budget's key, when it noted an alert: every
+  process's `worker/spend_alerts.BudgetAlerts` looks for alerts to count.
 
 - `taskservice_keys` (`KEYS_CHANNEL`): an API key was created or revoked
   (`db.keys`, in that transaction): every process drops its cached key lookups, so

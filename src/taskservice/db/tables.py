@@ -507,5 +507,11 @@ spend_alerts = Table(
     Column("max_cost", Numeric),
     Column("max_tokens", BigInteger),
     Column("at", TZ, nullable=False, server_default=func.now()),
+    # The budget's period as the alert was noted (migration 0028, a trigger fills it).
+    Column("period", Text),
+    # When a process counted it in the metrics and logged it (`db/spend_alerts.py`):
+    # one process does, once.
+    Column("counted_at", TZ),
     UniqueConstraint("key", "period_start", "threshold"),
+    Index("ix_spend_alerts_id", "id", postgresql_where=text("counted_at IS NULL")),
 )

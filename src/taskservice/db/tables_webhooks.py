@@ -77,13 +77,15 @@ webhook_deliveries = Table(
         ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"),
         nullable=False,
     ),
-    Column(
-        "task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False
-    ),
+    # What the delivery is about (migration 0028): a task's state change (`task_id`,
+    # `event_seq`), or a budget alert (`alert_id`; `state` is then the event,
+    # `budget.80` or `budget.100`), written by the `spend_alerts` trigger.
+    Column("task_id", UUID(as_uuid=True), ForeignKey("tasks.id", ondelete="CASCADE")),
+    Column("alert_id", BigInteger, ForeignKey("spend_alerts.id", ondelete="CASCADE")),
     Column("tenant", Text, nullable=False),
     Column("state", Text, nullable=False),
-    Column("event_seq", Integer, nullable=False),  # the state_change event: sends in this order
-    Column("occurred_at", TZ, nullable=False),  # when the task reached `state`
+    Column("event_seq", Integer),  # the state_change event: sends in this order
+    Column("occurred_at", TZ, nullable=False),  # when the task reached `state`, or the alert
     Column("status", Text, nullable=False, server_default=text("'pending'")),
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     # Failed attempts since the last (re)delivery: the position in the retry schedule.
@@ -102,8 +104,20 @@ webhook_deliveries = Table(
     CheckConstraint(
         "status IN ('pending', 'succeeded', 'failed', 'cancelled')", name="status_valid"
     ),
+    CheckConstraint(
+        "(task_id IS NULL) <> (alert_id IS NULL) AND (task_id IS NULL) = (event_seq IS NULL)",
+        name="task_or_alert",
+    ),
     # The "notified" latch: however many paths race to a state, one delivery.
     UniqueConstraint("subscription_id", "task_id", "state"),
+    # And one delivery per (subscription, budget alert).
+    Index(
+        "ix_webhook_deliveries_subscription_id_alert_id",
+        "subscription_id",
+        "alert_id",
+        unique=True,
+        postgresql_where=text("alert_id IS NOT NULL"),
+    ),
     Index(
         "ix_webhook_deliveries_due",
         "next_attempt_at",

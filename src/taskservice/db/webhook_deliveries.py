@@ -23,6 +23,7 @@ def _delivery(row: Row) -> Delivery:
         id=row["id"],
         subscription_id=row["subscription_id"],
         task_id=row["task_id"],
+        alert_id=row["alert_id"],
         state=row["state"],
         event_seq=row["event_seq"],
         occurred_at=row["occurred_at"],
@@ -51,8 +52,8 @@ def _delivery(row: Row) -> Delivery:
 # Deliveries with their attempt log, newest first (not their task snapshot or body:
 # those can be as large as the task).
 _DELIVERY_SELECT = """
-SELECT d.id, d.subscription_id, d.task_id, d.state, d.event_seq, d.occurred_at, d.status,
-       d.attempts, d.next_attempt_at, d.locked_by, d.last_status_code, d.last_error,
+SELECT d.id, d.subscription_id, d.task_id, d.alert_id, d.state, d.event_seq, d.occurred_at,
+       d.status, d.attempts, d.next_attempt_at, d.locked_by, d.last_status_code, d.last_error,
        d.created_at, d.delivered_at, (
     SELECT jsonb_agg(jsonb_build_object(
                'attempt', a.attempt, 'dispatcher', a.dispatcher, 'started_at', a.started_at,

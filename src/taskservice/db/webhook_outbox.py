@@ -5,7 +5,8 @@ bodies, record each attempt.
   pushes `next_attempt_at` past the HTTP timeout (the in-flight lease), all in one
   statement, so two dispatchers never make the same attempt. A delivery is only due
   once every earlier delivery of its (subscription, task) is settled: states go out
-  in order.
+  in order; a budget alert's once the subscription's earlier alerts are (80% before
+  100%, a period's before the next's).
 - `fix_payloads` saves each body before its first send (the first saved wins), so
   every attempt of a `webhook-id` sends the same bytes, whoever makes it.
 - `record` writes the attempt's log row and its outcome, fenced on the attempt
@@ -25,9 +26,11 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 
 from taskservice.db.eventlog import NEXT_SEQ, append_events
 from taskservice.db.rows import task_from_row
+from taskservice.db.spend_alerts import ALERT_COLUMNS, alert_from_row
 from taskservice.db.sql import Database, Row
 from taskservice.db.sql import text_statement as _stmt
 from taskservice.domain.models import Task
+from taskservice.domain.webhooks import BudgetAlert
 
 _UUID = UUID(as_uuid=True)
 
@@ -38,10 +41,10 @@ class Claimed:
 
     id: uuid.UUID
     subscription_id: uuid.UUID
-    task_id: uuid.UUID
+    task_id: uuid.UUID | None  # a task's state change; else a budget alert's
     tenant: str
-    state: str
-    event_seq: int
+    state: str  # the task's state, or the budget event
+    event_seq: int | None
     occurred_at: datetime
     attempt: int
     schedule_step: int
@@ -51,6 +54,7 @@ class Claimed:
     secrets: tuple[str, ...]  # every secret in force: the current one, then the previous
     a2a: dict[str, Any] | None = None  # an A2A push config's version, token, authentication
     trace_context: dict[str, str] | None = None  # the task's (`common/tracing.py`)
+    alert_id: int | None = None  # a budget alert (`spend_alerts`)
 
     @classmethod
     def of(cls, row: Row) -> Claimed:
@@ -73,6 +77,7 @@ class Claimed:
             secrets=tuple(secrets),
             a2a=row["a2a"],
             trace_context=row.get("trace_context"),
+            alert_id=row.get("alert_id"),
         )
 
 
@@ -99,6 +104,10 @@ WITH due AS (
           SELECT 1 FROM webhook_deliveries e
           WHERE e.subscription_id = d.subscription_id AND e.task_id = d.task_id
             AND e.status = 'pending' AND e.event_seq < d.event_seq)
+      AND (d.alert_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries e
+          WHERE e.subscription_id = d.subscription_id AND e.alert_id < d.alert_id
+            AND e.status = 'pending'))
     ORDER BY d.next_attempt_at
     LIMIT :p_limit
     FOR UPDATE OF d SKIP LOCKED
@@ -110,7 +119,7 @@ UPDATE webhook_deliveries d SET
     updated_at = now()
 FROM due, webhook_subscriptions s
 WHERE d.id = due.id AND s.id = d.subscription_id
-RETURNING d.id, d.subscription_id, d.task_id, d.tenant, d.state, d.event_seq,
+RETURNING d.id, d.subscription_id, d.task_id, d.alert_id, d.tenant, d.state, d.event_seq,
           d.occurred_at, d.attempts, d.schedule_step, d.payload,
           d.task_snapshot IS NOT NULL AS has_snapshot, s.url, s.secret, s.previous_secret,
           coalesce(s.previous_secret_expires_at > now(), false) AS previous_in_force, s.a2a,
@@ -176,6 +185,16 @@ SELECT d.id AS delivery_id, t.*
 FROM webhook_deliveries d
 CROSS JOIN LATERAL jsonb_populate_record(NULL::tasks, d.task_snapshot) t
 WHERE d.id = ANY(:p_ids) AND d.task_snapshot IS NOT NULL
+""",
+    p_ids=ARRAY(_UUID),
+)
+
+# The budget alerts of deliveries, as noted (the rows are never changed).
+_ALERTS = _stmt(
+    f"""
+SELECT d.id AS delivery_id, {ALERT_COLUMNS}
+FROM webhook_deliveries d JOIN spend_alerts a ON a.id = d.alert_id
+WHERE d.id = ANY(:p_ids)
 """,
     p_ids=ARRAY(_UUID),
 )
@@ -270,6 +289,11 @@ class OutboxStore:
         rows = await self.db.fetch(_SNAPSHOTS, {"p_ids": list(delivery_ids)})
         return {row["delivery_id"]: task_from_row(row) for row in rows}
 
+    async def alerts(self, delivery_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, BudgetAlert]:
+        """Each delivery's budget alert."""
+        rows = await self.db.fetch(_ALERTS, {"p_ids": list(delivery_ids)})
+        return {row["delivery_id"]: alert_from_row(row) for row in rows}
+
     async def fix_payloads(self, payloads: Mapping[uuid.UUID, str]) -> dict[uuid.UUID, str]:
         """Save bodies not saved yet; answer the body each delivery now has (another
         dispatcher's, if it saved first). A delivery that is gone is left out."""
@@ -319,7 +343,9 @@ class OutboxStore:
                 row = await conn.fetchrow(
                     _SUBSCRIPTION_FAILED.sql, *_SUBSCRIPTION_FAILED.args(failed)
                 )
-                if row is not None and row["newly_disabled"]:
+                # The task whose delivery disabled it is told (an alert has no task:
+                # the dispatcher's log line says it).
+                if row is not None and row["newly_disabled"] and claimed.task_id is not None:
                     data = {
                         "subscription_id": str(claimed.subscription_id),
                         "delivery_id": str(claimed.id),

@@ -19,7 +19,13 @@ from taskservice.db.webhook_subscriptions import SubscriptionStore
 from taskservice.domain.errors import Conflict, InvalidRequest, NotFound
 from taskservice.domain.ids import parse_uuid, uuid7
 from taskservice.domain.states import TaskState
-from taskservice.domain.webhooks import Delivery, Subscription, WebhookRequest
+from taskservice.domain.webhooks import (
+    BudgetEvent,
+    Delivery,
+    Subscription,
+    WebhookEvent,
+    WebhookRequest,
+)
 from taskservice.settings import Settings
 from taskservice.webhooks import signing
 from taskservice.webhooks.targets import AllowList, Resolver, UnsafeTarget, resolve, system_resolver
@@ -40,12 +46,23 @@ class Prepared:
     a2a: Mapping[str, Any] | None = None
 
 
-def _states(states: Sequence[TaskState]) -> tuple[str, ...]:
+def _states(states: Sequence[WebhookEvent], *, tenant_wide: bool) -> tuple[str, ...]:
+    """Deduplicated, task states in state-machine order, then budget events. A
+    budget event is the tenant's: a task's own webhook cannot ask for it."""
     if not states:
         raise InvalidRequest("a webhook needs at least one state", field="states")
-    # Deduplicated, in state-machine order.
-    wanted = {TaskState(s) for s in states}
-    return tuple(s.value for s in TaskState if s in wanted)
+    wanted = {str(s) for s in states}
+    budget = [e.value for e in BudgetEvent if e.value in wanted]
+    if budget and not tenant_wide:
+        raise InvalidRequest(
+            f"{', '.join(budget)}: budget events go to tenant-wide webhooks "
+            "(POST /v1/webhooks), not to a task's own",
+            field="states",
+        )
+    unknown = wanted - {s.value for s in TaskState} - {e.value for e in BudgetEvent}
+    if unknown:
+        raise InvalidRequest(f"unknown state(s) {sorted(unknown)}", field="states")
+    return tuple(s.value for s in TaskState if s.value in wanted) + tuple(budget)
 
 
 def check_secret(secret: str) -> str:
@@ -117,11 +134,11 @@ class WebhookService:
             raise InvalidRequest(f"webhook URL refused: {exc}", field="url", url=url) from exc
         return url
 
-    async def prepare(self, request: WebhookRequest) -> Prepared:
+    async def prepare(self, request: WebhookRequest, *, tenant_wide: bool = False) -> Prepared:
         return Prepared(
             id=uuid7(),
             url=await self.check_url(request.url),
-            states=_states(request.states),
+            states=_states(request.states, tenant_wide=tenant_wide),
             secret=check_secret(request.secret) if request.secret else signing.new_secret(),
             a2a=request.a2a,
         )
@@ -173,7 +190,7 @@ class WebhookService:
         return sub
 
     async def subscribe_tenant(self, *, tenant: str, request: WebhookRequest) -> Subscription:
-        prepared = await self.prepare(request)
+        prepared = await self.prepare(request, tenant_wide=True)
         return await self.store.create_global(
             tenant=tenant,
             subscription_id=prepared.id,
@@ -206,7 +223,7 @@ class WebhookService:
         tenant: str,
         subscription_id: str,
         url: str | None,
-        states: Sequence[TaskState] | None,
+        states: Sequence[WebhookEvent] | None,
         filters: Mapping[str, Any] | None,
         enabled: bool | None,
     ) -> Subscription:
@@ -217,7 +234,9 @@ class WebhookService:
             tenant=tenant,
             subscription_id=current.id,
             url=await self.check_url(url) if url is not None else None,
-            states=_states(states) if states is not None else None,
+            states=(
+                _states(states, tenant_wide=current.task_id is None) if states is not None else None
+            ),
             filters=check_filters(filters) if filters is not None else None,
             enabled=enabled,
         )

@@ -2,8 +2,9 @@
 
 Runs in every process that has it enabled; all of them share the outbox through
 `SKIP LOCKED` claims. An attempt: take the delivery's body, or render it from the task
-as it was at the state change (the snapshot the outbox trigger stored) and save it
-before sending anything, so every attempt of a `webhook-id` sends the same bytes, even
+as it was at the state change (the snapshot the outbox trigger stored), or from the
+budget alert (`spend_alerts`, never changed once noted), and save it before sending
+anything, so every attempt of a `webhook-id` sends the same bytes, even
 after a dispatcher died mid-attempt; check the target again (SSRF: DNS answers
 change), sign with every secret in force, POST to a checked address, then log the
 attempt and settle the delivery in one transaction. A 2xx within the timeout
@@ -41,6 +42,7 @@ from taskservice.db.webhook_outbox import Claimed, OutboxStore, Outcome
 from taskservice.domain.ids import new_worker_id
 from taskservice.domain.models import Task
 from taskservice.domain.views import TaskOut
+from taskservice.domain.webhooks import BudgetAlert
 from taskservice.following.hub import EventHub
 from taskservice.settings import Settings
 from taskservice.webhooks import signing
@@ -78,6 +80,23 @@ def render(claimed: Claimed, task: TaskOut) -> str:
             "state": claimed.state,
             "event_seq": claimed.event_seq,
             "task": task.model_dump(mode="json"),
+        },
+    }
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def render_alert(claimed: Claimed, alert: BudgetAlert) -> str:
+    """A budget alert's body: the event, when it was noted, and the budget's figures
+    then (money as exact decimal strings, in USD)."""
+    body = {
+        "type": alert.event.value,
+        "timestamp": alert.at.astimezone(UTC).isoformat(),
+        "data": {
+            "delivery_id": str(claimed.id),
+            "subscription_id": str(claimed.subscription_id),
+            "alert_id": alert.id,
+            "threshold": alert.threshold,
+            "budget": alert.budget(),
         },
     }
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
@@ -197,12 +216,13 @@ class Dispatcher:
     async def _attempt(self, claimed: Claimed, payload: str) -> None:
         logs.annotate(task_id=claimed.task_id, tenant=claimed.tenant, worker=self.dispatcher_id)
         try:
-            about = {
-                "taskservice.task_id": str(claimed.task_id),
+            about: dict[str, str | int] = {
                 "taskservice.delivery_id": str(claimed.id),
                 "taskservice.attempt": claimed.attempt,
                 "url.full": claimed.url,
             }
+            if claimed.task_id is not None:
+                about["taskservice.task_id"] = str(claimed.task_id)
             attempt = self.tracing.span(
                 "webhook.attempt", claimed.trace_context, kind=SpanKind.CLIENT, attributes=about
             )
@@ -237,18 +257,29 @@ class Dispatcher:
 
     async def _render(self, claimed: list[Claimed]) -> dict[uuid.UUID, str]:
         """Each delivery's body, saved before its first send. A new one is rendered
-        from the task as it was at the state change; a delivery queued before
-        snapshots existed (migration 0005) from the task as it is now, once."""
+        from the task as it was at the state change, or from the budget alert; a
+        delivery queued before snapshots existed (migration 0005) from the task as it
+        is now, once."""
         payloads = {c.id: c.payload for c in claimed if c.payload is not None}
         fresh = [c for c in claimed if c.payload is None]
         if not fresh:
             return payloads
+        rendered: dict[uuid.UUID, str] = {}
+        alerted = [c for c in fresh if c.alert_id is not None]
+        if alerted:
+            alerts = await self.store.alerts([c.id for c in alerted])
+            rendered |= {c.id: render_alert(c, alerts[c.id]) for c in alerted if c.id in alerts}
+        fresh = [c for c in fresh if c.task_id is not None]
         tasks = await self.store.snapshots([c.id for c in fresh if c.has_snapshot])
-        legacy = [c for c in fresh if not c.has_snapshot]
+        legacy = [c.task_id for c in fresh if c.task_id is not None and not c.has_snapshot]
         if legacy:
-            current = await self.tasks.get_many(list({c.task_id for c in legacy}))
-            tasks |= {c.id: current[c.task_id] for c in legacy if c.task_id in current}
-        rendered = {c.id: self._body(c, tasks[c.id]) for c in fresh if c.id in tasks}
+            current = await self.tasks.get_many(list(set(legacy)))
+            tasks |= {
+                c.id: current[c.task_id]
+                for c in fresh
+                if not c.has_snapshot and c.task_id in current
+            }
+        rendered |= {c.id: self._body(c, tasks[c.id]) for c in fresh if c.id in tasks}
         payloads |= await self.store.fix_payloads(rendered)
         return payloads
 
