@@ -133,3 +133,19 @@ async def test_an_admins_budget_outlives_the_default_and_profiles_follow_the_set
     await budgets.configure_profiles({"writer": Limit(period="day", max_cost=Decimal(1))})
     await budgets.configure_profiles({})
     assert await budgets.read(WRITER) is None
+
+
+async def test_a_new_kind_of_period_starts_afresh_and_alerts_nothing_of_the_old(
+    store: TaskStore, db: AsyncEngine
+) -> None:
+    budgets = SpendBudgetStore(store.db)
+    await budgets.default_tenant("acme", Limit(period="month", max_cost=Decimal("10")))
+    assert isinstance(await budgets.reserve([ACME], cost=Decimal("5"), tokens=1), Reserved)
+    # Per day, a lower limit: the month's spend is no day's.
+    await budgets.set_tenant("acme", Limit(period="day", max_cost=Decimal("6")), by="key:ops")
+    state = await budgets.read(ACME)
+    assert state is not None
+    assert (state.spent_cost, state.over) == (Decimal(0), False)
+    async with db.connect() as conn:
+        alerts = (await conn.execute(text("SELECT count(*) FROM spend_alerts"))).scalar_one()
+    assert alerts == 0

@@ -176,6 +176,10 @@ ON CONFLICT (key) DO UPDATE SET
     -- a new kind of period starts afresh; new limits may have room again
     period_start = CASE WHEN spend_budgets.period = excluded.period
                         THEN spend_budgets.period_start ELSE '-infinity' END,
+    spent_cost = CASE WHEN spend_budgets.period = excluded.period
+                      THEN spend_budgets.spent_cost ELSE 0 END,
+    spent_tokens = CASE WHEN spend_budgets.period = excluded.period
+                        THEN spend_budgets.spent_tokens ELSE 0 END,
     exhausted = spend_budgets.exhausted AND spend_budgets.period = excluded.period
         AND spend_budgets.max_cost IS NOT DISTINCT FROM excluded.max_cost
         AND spend_budgets.max_tokens IS NOT DISTINCT FROM excluded.max_tokens,
